@@ -1,0 +1,73 @@
+"""The ``toki`` command line: thin, it parses arguments, calls the layers and renders results.
+
+Each subcommand lives in its own module ``toki.cli.<name>_cmd`` exposing
+``register(subparsers)``; it sets ``func(args, out) -> int`` on its parser. Conventions:
+errors are one line naming the problem and the fix, exit status 2; ``--json`` on every command
+that reports results; output streams are arguments so the CLI is testable in-process.
+
+Exit status: 0 success, 1 a check or expectation failed, 2 bad input or no database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import TextIO
+
+from toki import __version__
+from toki.errors import TokiError
+
+# Order is the order shown in --help.
+COMMANDS = ("demo", "db", "run", "matrix", "experiment", "check", "gen", "prove", "certify")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's usage errors are bad input too: exit 2
+        self.exit(2, f"toki: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="toki", description="Certify the isolation contracts of agent-memory write paths "
+                     "on real databases (TOKI, arXiv 2606.06240).",
+                     epilog="exit status: 0 ok, 1 a check or expectation failed, 2 bad input or no database")
+    parser.add_argument("--version", action="version", version=f"toki {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"toki.cli.{name}_cmd")
+        except ModuleNotFoundError as e:
+            if e.name == f"toki.cli.{name}_cmd":
+                continue  # command not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def add_dsn_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dsn", help="PostgreSQL DSN (default: $TOKI_DSN, else the embedded server)")
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    if not getattr(args, "func", None):
+        parser.print_help(out)
+        return 2
+    try:
+        return int(args.func(args, out) or 0)
+    except TokiError as e:
+        err.write(f"toki: error: {e}\n")
+        return 2
+    except KeyboardInterrupt:
+        err.write("toki: interrupted\n")
+        return 130
+
+
+def entry() -> None:  # pragma: no cover
+    sys.exit(main())

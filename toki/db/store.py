@@ -1,0 +1,568 @@
+"""The bitemporal store and the write path of SPEC §4, as explicit phases.
+
+A :class:`WriteTxn` is one write-path transaction on one connection, split into the phases an
+agent goes through: ``begin``, ``read_candidates``, ``judge`` (keyed log, then judge),
+``read_callback``, ``write`` (resolve, close, insert, audit) and ``commit``. :meth:`Store.write`
+runs them straight through; the scheduler (:mod:`toki.sched`) runs them step by step,
+interleaved with other sessions, which is how an agent's read, LLM and write windows become
+schedules. Any failure rolls the transaction back: the store is left as it was.
+
+Schema modes (same physical table):
+
+* ``audit_row`` (default): bitemporal close-and-insert plus one audit row per resolution;
+* ``dual_row``: bitemporal close-and-insert, no audit row (a losing newcomer leaves no trace);
+* ``base``: the winner overwrites the incumbent in place; no history, no audit (what most
+  memory engines do; N3 is admitted by construction).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+
+import psycopg
+from psycopg import errors as pgerr
+
+from toki.db import schema as dbschema
+from toki.db.server import Server, drop_schema, resolve
+from toki.errors import (
+    AmbiguousIncumbents,
+    ConcurrentClose,
+    ConfigError,
+    DatabaseError,
+    InputError,
+    TokiError,
+)
+from toki.judges.base import Judge, SimulatedJudge, Vote, judge_key
+from toki.levels import PRECONDITION, Isolation, Level, parse_level
+from toki.model import SENTINEL, Fact, contradicts, duplicates, naive_utc
+from toki.operators import BINARY, OPERATORS, Resolution, audit_id, canonical, encode_witness, provenance_of, set_key
+from toki.provenance import Carrier
+
+
+class SchemaMode(enum.Enum):
+    AUDIT_ROW = "audit_row"
+    DUAL_ROW = "dual_row"
+    BASE = "base"
+
+    @classmethod
+    def parse(cls, value: "SchemaMode | str") -> "SchemaMode":
+        if isinstance(value, SchemaMode):
+            return value
+        try:
+            return cls(str(value).replace("-", "_"))
+        except ValueError:
+            raise ConfigError(f"unknown schema mode {value!r}", fix="use audit_row, dual_row or base") from None
+
+
+COLUMNS = ("fact_id", "subject", "predicate", "object", "valid_from", "valid_to", "system_time_start",
+           "system_time_end", "provenance_id", "confidence", "resolution_strategy_id", "row_kind")
+_SELECT = "select " + ", ".join(COLUMNS) + " from agent_memory"
+_INSERT = ("insert into agent_memory (" + ", ".join(COLUMNS) + ") values ("
+           + ", ".join(["%s"] * len(COLUMNS)) + ")")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One row of agent_memory, all 12 columns."""
+
+    fact_id: str
+    subject: str
+    predicate: str
+    object: str
+    valid_from: datetime
+    valid_to: datetime
+    system_time_start: datetime
+    system_time_end: datetime
+    provenance_id: str
+    confidence: float
+    resolution_strategy_id: str
+    row_kind: str
+
+    def to_fact(self) -> Fact:
+        return Fact(self.fact_id, self.subject, self.predicate, self.object, self.valid_from,
+                    self.valid_to, self.confidence, self.provenance_id, self.system_time_start,
+                    self.system_time_end)
+
+    def values(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    @classmethod
+    def of(cls, fact: Fact, strategy: str, row_kind: str = "current") -> "Row":
+        return cls(fact.fact_id, fact.subject, fact.predicate, fact.object, fact.valid_from,
+                   fact.valid_to, fact.system_time_start, fact.system_time_end, fact.provenance,
+                   fact.confidence, strategy, row_kind)
+
+
+@dataclass
+class WriteOutcome:
+    action: str  # inserted | duplicate | superseded | rejected
+    fact_id: str  # the newcomer's id
+    winner_id: str | None = None
+    loser_id: str | None = None
+    audit_id: str | None = None
+    vote: int | None = None
+    vote_source: str | None = None  # log | judge | policy | callback
+    rereads: int = 0
+    at: datetime | None = None
+
+
+class Clock:
+    """Strictly increasing naive-UTC timestamps, shared by every write path of a process."""
+
+    def __init__(self) -> None:
+        self._last = datetime.min
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            t = datetime.utcnow()
+            if t <= self._last:
+                t = self._last + timedelta(microseconds=1)
+            self._last = t
+            return t
+
+
+CLOCK = Clock()
+MAX_REREADS = 3
+
+
+def _db_error(e: psycopg.Error, during: str) -> DatabaseError:
+    state = getattr(e, "sqlstate", None)
+    hint = {
+        "40001": "serialization failure: retry the write",
+        "40P01": "deadlock: retry the write",
+        "23505": "another session logged the same key first: retry to read its vote",
+        "25P02": "the transaction had already failed; roll back first",
+    }.get(state or "", "see the server log")
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return DatabaseError(f"{during} failed with SQLSTATE {state}: {msg}", sqlstate=state, fix=hint)
+
+
+class WriteTxn:
+    """One write path on one connection, as phases. Use :meth:`Store.begin_write` to make one."""
+
+    PHASES = ("begin", "read_candidates", "judge", "read_callback", "write", "commit")
+
+    def __init__(self, store: "Store", conn: psycopg.Connection, fact: Fact, *, operator: str,
+                 level: Level, mode: SchemaMode, judge: Judge | None, guard: bool, at: datetime | None,
+                 canonicalize: bool = True, session: str | None = None):
+        self.store, self.conn, self.fact = store, conn, fact
+        self.operator, self.level, self.mode = operator, level, mode
+        self.judge, self.guard, self.at = judge, guard, at
+        self.canonicalize = canonicalize
+        self.session = session
+        self.candidates: list[Row] | None = None
+        self.duplicate: Row | None = None
+        self.incumbent: Row | None = None
+        self.vote: Vote | None = None
+        self.vote_source: str | None = None
+        self.outcome: WriteOutcome | None = None
+        self.done = False
+        self.reads: list[tuple[str, object]] = []  # (fact_id or key, version seen) for histories
+        self.writes: list[tuple[str, object]] = []
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _run(self, during: str, fn):
+        if self.done:
+            raise InputError(f"write of {self.fact.fact_id!r} already finished; {during} is too late",
+                             fix="start a new write")
+        try:
+            return fn()
+        except TokiError:
+            self.rollback()
+            raise
+        except psycopg.Error as e:
+            self.rollback()
+            raise _db_error(e, f"{during} of fact {self.fact.fact_id!r}") from e
+
+    def rollback(self) -> None:
+        if not self.done:
+            self.done = True
+            with contextlib.suppress(psycopg.Error):
+                self.conn.execute("rollback")
+
+    # -- phases ---------------------------------------------------------------------------
+    def begin(self) -> None:
+        self._run("begin", lambda: self.conn.execute(f"begin isolation level {self.level.isolation.sql}"))
+
+    def read_candidates(self) -> list[Row]:
+        return self._run("read_candidates", self._read_candidates)
+
+    def _read_candidates(self) -> list[Row]:
+        f = self.fact
+        rows = [Row(*r) for r in self.conn.execute(
+            _SELECT + " where subject = %s and predicate = %s and row_kind = 'current'"
+            " and system_time_end = %s and valid_from < %s and %s < valid_to"
+            " order by fact_id",
+            (f.subject, f.predicate, SENTINEL, f.valid_to, f.valid_from),
+        ).fetchall()]
+        self.candidates = rows
+        for r in rows:
+            self.reads.append((r.fact_id, r.object))
+        dups = [r for r in rows if duplicates(r.to_fact(), f)]
+        rivals = [r for r in rows if contradicts(r.to_fact(), f)]
+        if any(r.fact_id == f.fact_id for r in rows):
+            raise InputError(f"fact id {f.fact_id!r} is already current in the store",
+                             fix="give every new claim its own fact id")
+        if len(rivals) > 1:
+            raise AmbiguousIncumbents(
+                f"fact {f.fact_id!r} contradicts {len(rivals)} current rows "
+                f"({', '.join(r.fact_id for r in rivals)}); the write path never guesses",
+                fix="resolve the incumbents among themselves first (an n-ary fold), then write",
+            )
+        self.duplicate = dups[0] if dups and not rivals else None
+        self.incumbent = rivals[0] if rivals else None
+        return rows
+
+    def _pair(self) -> tuple[Fact, Fact]:
+        return self.incumbent.to_fact(), self.fact
+
+    def judge_step(self) -> Vote | None:
+        return self._run("judge", self._judge)
+
+    def _judge(self) -> Vote | None:
+        if self.candidates is None:
+            self._read_candidates()
+        if self.incumbent is None or self.operator not in ("await", "rule"):
+            return None
+        if self.vote is not None:  # already decided by a delivered callback
+            return self.vote
+        pair = self._pair()
+        ordered = canonical(pair) if self.canonicalize else pair
+        if self.operator == "rule":
+            row = self.conn.execute(
+                "select chosen_index from policy where set_key = %s and active order by created_at, policy_id limit 1",
+                (set_key(pair),),
+            ).fetchone()
+            self.reads.append((f"policy:{set_key(pair)}", row[0] if row else None))
+            if row is not None:
+                self.vote, self.vote_source = Vote(int(row[0])), "policy"
+                return self.vote
+        judge = self.judge or self.store.default_judge
+        key = judge_key(ordered, judge, canonicalize=self.canonicalize)
+        logged = self.conn.execute(
+            "select vote, probability from judge_log where judge_key = %s order by epoch desc, seq limit 1",
+            (key.digest,),
+        ).fetchone()
+        self.reads.append((f"judge:{key.digest}", logged[0] if logged else None))
+        if logged is not None:
+            self.vote, self.vote_source = Vote(int(logged[0]), logged[1]), "log"
+        else:
+            vote = judge.vote(ordered)
+            if self.canonicalize is False and ordered != canonical(pair):
+                vote = Vote(1 - vote.index, vote.probability)  # index back into canonical order
+            self.conn.execute(
+                "insert into judge_log (judge_key, read_set, theta, vote, probability, session) "
+                "values (%s, %s, %s, %s, %s, %s)",
+                (key.digest, "|".join(key.read_set), repr(key.theta), vote.index, vote.probability, self.session),
+            )
+            self.writes.append((f"judge:{key.digest}", vote.index))
+            self.vote, self.vote_source = vote, "judge"
+        if self.operator == "rule":
+            self.conn.execute(
+                "insert into policy (policy_id, set_key, chosen_index, source) values (%s, %s, %s, %s)",
+                (f"policy::{set_key(pair)}::{self.fact.fact_id}", set_key(pair), self.vote.index, "judge"),
+            )
+            self.writes.append((f"policy:{set_key(pair)}", self.vote.index))
+        return self.vote
+
+    def read_callback(self) -> int | None:
+        return self._run("read_callback", self._read_callback)
+
+    def _read_callback(self) -> int | None:
+        if self.candidates is None:
+            self._read_candidates()
+        if self.incumbent is None:
+            return None
+        pair = self._pair()
+        req = set_key(pair)
+        row = self.conn.execute(
+            "select chosen_index, status from callback_log where request_hash = %s", (req,)
+        ).fetchone()
+        self.reads.append((f"callback:{req}", row[0] if row else None))
+        if row is None:
+            self.conn.execute(
+                "insert into callback_log (request_hash, read_set_hash, status) values (%s, %s, 'pending') "
+                "on conflict (request_hash) do nothing", (req, req))
+            return None
+        if row[1] == "delivered" and self.operator == "await":
+            self.vote, self.vote_source = Vote(int(row[0])), "callback"
+        return row[0] if row[1] == "delivered" else None
+
+    def write(self) -> WriteOutcome:
+        return self._run("write", self._write)
+
+    def _write(self) -> WriteOutcome:
+        if self.candidates is None:
+            self._read_candidates()
+        rereads = 0
+        while True:
+            outcome = self._apply()
+            if outcome is not None:
+                outcome.rereads = rereads
+                self.outcome = outcome
+                return outcome
+            # The row we meant to close was closed by a concurrent writer (zero rows affected).
+            rereads += 1
+            if rereads > MAX_REREADS:
+                raise ConcurrentClose(
+                    f"write of {self.fact.fact_id!r}: the incumbent kept changing under us ({rereads} re-reads)",
+                    fix="retry the write; contention on this slot is high",
+                )
+            self._read_candidates()
+            if self.incumbent is not None and self.operator in ("await", "rule"):
+                self._judge()
+
+    def _stamp(self) -> datetime:
+        t = naive_utc(self.at) if self.at is not None else self.store.clock.now()
+        return t
+
+    def _apply(self) -> WriteOutcome | None:
+        """Resolve and write once. None means 'the close affected zero rows: re-read'."""
+        t = self._stamp()
+        carrier = self.store.carrier
+        new = self.fact.stamped(t).replace(provenance=str(provenance_of(self.fact, carrier)))
+        c = self.conn
+        if self.duplicate is not None:
+            d = self.duplicate
+            merged = carrier.parse(d.provenance_id) + carrier.parse(new.provenance)
+            cur = c.execute(
+                "update agent_memory set provenance_id = %s where fact_id = %s and system_time_start = %s"
+                " and system_time_end = %s and row_kind = 'current'",
+                (str(merged), d.fact_id, d.system_time_start, SENTINEL))
+            if cur.rowcount == 0 and self.guard:
+                return None
+            self.writes.append((d.fact_id, d.object))
+            return WriteOutcome("duplicate", new.fact_id, winner_id=d.fact_id, at=t)
+        if self.incumbent is None:
+            c.execute(_INSERT, Row.of(new, self.operator).values())
+            self.writes.append((new.fact_id, new.object))
+            return WriteOutcome("inserted", new.fact_id, winner_id=new.fact_id, at=t)
+
+        inc = self.incumbent.to_fact()
+        if t <= inc.system_time_start:
+            raise InputError(
+                f"write time {t.isoformat()} of {new.fact_id!r} is not after incumbent {inc.fact_id!r} "
+                f"({inc.system_time_start.isoformat()})", fix="pass a later 'at' or let the store stamp it")
+        res = self._resolve(inc, new)
+        newcomer_won = res.winner.fact_id == new.fact_id
+        if newcomer_won:
+            if self.mode is SchemaMode.BASE:
+                cur = c.execute(
+                    "update agent_memory set fact_id = %s, object = %s, valid_from = %s, valid_to = %s,"
+                    " system_time_start = %s, provenance_id = %s, confidence = %s, resolution_strategy_id = %s"
+                    " where fact_id = %s and system_time_start = %s and system_time_end = %s and row_kind = 'current'",
+                    (new.fact_id, new.object, new.valid_from, new.valid_to, t, new.provenance,
+                     new.confidence, self.operator, inc.fact_id, inc.system_time_start, SENTINEL))
+            else:
+                cur = c.execute(
+                    "update agent_memory set system_time_end = %s where fact_id = %s and system_time_start = %s"
+                    " and system_time_end = %s and row_kind = 'current'",
+                    (t, inc.fact_id, inc.system_time_start, SENTINEL))
+            if cur.rowcount == 0 and self.guard:
+                return None
+            self.writes.append((inc.fact_id, None))
+            if self.mode is not SchemaMode.BASE:
+                c.execute(_INSERT, Row.of(res.winner, self.operator).values())
+                # The loser stays true outside the winner's valid period: keep those parts current.
+                for part, suffix in zip(inc.valid.minus(new.valid), ("#pre", "#post")):
+                    rest = inc.replace(fact_id=inc.fact_id + suffix, valid_from=part.start,
+                                       valid_to=part.end).stamped(t)
+                    c.execute(_INSERT, Row.of(rest, self.incumbent.resolution_strategy_id).values())
+            self.writes.append((new.fact_id, new.object))
+        aid = None
+        if self.mode is SchemaMode.AUDIT_ROW:
+            aid = audit_id(res.loser.fact_id, t)
+            loser = res.loser
+            c.execute(_INSERT, (aid, loser.subject, loser.predicate,
+                                encode_witness(res.winner.object, loser.object), loser.valid_from,
+                                loser.valid_to, t, SENTINEL, str(res.audit.provenance), loser.confidence,
+                                self.operator, "audit"))
+            self.writes.append((aid, "audit"))
+        return WriteOutcome("superseded" if newcomer_won else "rejected", new.fact_id,
+                            winner_id=res.winner.fact_id, loser_id=res.loser.fact_id, audit_id=aid,
+                            vote=self.vote.index if self.vote else None, vote_source=self.vote_source, at=t)
+
+    def _resolve(self, inc: Fact, new: Fact) -> Resolution:
+        carrier = self.store.carrier
+        if self.operator in ("lww", "evi"):
+            return BINARY[self.operator](inc, new, carrier)
+        if self.vote is None:
+            if self.operator == "await":
+                self._read_callback()
+            if self.vote is None:
+                self._judge()
+        return BINARY[self.operator](inc, new, self.vote.index, carrier)
+
+    def commit(self) -> WriteOutcome:
+        def go():
+            self.conn.execute("commit")
+            self.done = True
+            return self.outcome
+        if self.outcome is None:
+            self.write()
+        return self._run("commit", go)
+
+    def run(self) -> WriteOutcome:
+        """All phases, straight through."""
+        self.begin()
+        self.read_candidates()
+        if self.level.callback or self.operator == "await":
+            self.read_callback()
+        self.judge_step()
+        self.write()
+        return self.commit()
+
+
+@dataclass
+class Store:
+    """A bitemporal agent memory in one schema of one server.
+
+    ``Store.open()`` makes a fresh schema on the resolved server and drops it on ``close()``;
+    pass ``schema=`` to attach to an existing one instead.
+    """
+
+    server: Server
+    schema: str
+    carrier: Carrier = Carrier.MULTILINEAR
+    mode: SchemaMode = SchemaMode.AUDIT_ROW
+    judge_log_form: str = "unique"
+    default_judge: Judge = field(default_factory=lambda: SimulatedJudge(p=0.5, seed=0))
+    clock: Clock = field(default_factory=lambda: CLOCK)
+    owns_schema: bool = False
+    _conn: psycopg.Connection | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(cls, dsn: str | None = None, *, server: Server | None = None, schema: str | None = None,
+             label: str = "store", create: bool = True, **kw) -> "Store":
+        import secrets
+
+        from toki.db.server import SCHEMA_PREFIX, _check_ident, _literal, _tag
+
+        server = server or resolve(dsn)
+        owns = schema is None
+        if owns:
+            schema = f"{SCHEMA_PREFIX}{label}_{secrets.token_hex(4)}"
+        _check_ident(schema)
+        if "mode" in kw:
+            kw["mode"] = SchemaMode.parse(kw["mode"])
+        store = cls(server=server, schema=schema, owns_schema=owns, **kw)
+        if create:
+            with server.connect() as c:
+                c.execute(f"create schema if not exists {schema}")
+                if owns:
+                    c.execute(f"comment on schema {schema} is {_literal(_tag())}")
+            dbschema.create_all(store.conn, store.judge_log_form)
+        return store
+
+    @property
+    def conn(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = self.connect()
+        return self._conn
+
+    def connect(self, **kw) -> psycopg.Connection:
+        return self.server.connect(schema=self.schema, **kw)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self.owns_schema:
+            drop_schema(self.server, self.schema)
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def reset(self) -> None:
+        dbschema.truncate_all(self.conn)
+
+    # -- writing --------------------------------------------------------------------------
+    def begin_write(self, fact: Fact, *, operator: str = "lww", level: Level | str | None = None,
+                    mode: SchemaMode | str | None = None, judge: Judge | None = None, guard: bool = True,
+                    at: datetime | None = None, conn: psycopg.Connection | None = None,
+                    canonicalize: bool = True, session: str | None = None) -> WriteTxn:
+        if operator not in OPERATORS:
+            raise ConfigError(f"unknown operator {operator!r}", fix=f"use one of {', '.join(OPERATORS)}")
+        if not isinstance(fact, Fact):
+            raise InputError(f"write needs a Fact, got {type(fact).__name__}", fix="build a toki.Fact")
+        lvl = PRECONDITION[operator] if level is None else (parse_level(level) if isinstance(level, str) else level)
+        return WriteTxn(self, conn or self.conn, fact, operator=operator, level=lvl,
+                        mode=SchemaMode.parse(mode) if mode is not None else self.mode,
+                        judge=judge, guard=guard, at=at, canonicalize=canonicalize, session=session)
+
+    def write(self, fact: Fact, *, operator: str = "lww", level: Level | str | None = None,
+              mode: SchemaMode | str | None = None, judge: Judge | None = None, guard: bool = True,
+              at: datetime | None = None, conn: psycopg.Connection | None = None) -> WriteOutcome:
+        """Run SPEC §4 as one transaction at ``level`` (default: the operator's precondition)."""
+        return self.begin_write(fact, operator=operator, level=level, mode=mode, judge=judge,
+                                guard=guard, at=at, conn=conn).run()
+
+    def policy(self, facts: Sequence[Fact], chosen_index: int, *, source: str = "user") -> None:
+        """Install a ⊕c policy row for the unordered set of ``facts``."""
+        key = set_key(facts)
+        self.conn.execute("insert into policy (policy_id, set_key, chosen_index, source) values (%s, %s, %s, %s)",
+                          (f"policy::{key}::{source}", key, int(chosen_index), source))
+
+    def deliver_callback(self, facts: Sequence[Fact], chosen_index: int, *, conn=None) -> None:
+        """The external confirmer of ⊕? delivers its choice (an index into the canonical order)."""
+        key = set_key(facts)
+        (conn or self.conn).execute(
+            "insert into callback_log (request_hash, read_set_hash, chosen_index, status, delivered_at)"
+            " values (%s, %s, %s, 'delivered', clock_timestamp()) on conflict (request_hash) do update"
+            " set chosen_index = excluded.chosen_index, status = 'delivered', delivered_at = excluded.delivered_at",
+            (key, key, int(chosen_index)))
+
+    # -- reading --------------------------------------------------------------------------
+    def as_of(self, valid_time: datetime, system_time: datetime | None = None, *,
+              kind: str = "current") -> list[Row]:
+        """Rows whose valid and system periods both contain the instant (closed-open)."""
+        if kind not in ("current", "audit", "all"):
+            raise ConfigError(f"unknown row kind {kind!r}", fix="use current, audit or all")
+        tv = naive_utc(valid_time)
+        ts = naive_utc(system_time) if system_time is not None else datetime(9999, 12, 30)
+        where = "" if kind == "all" else f" and row_kind = '{kind}'"
+        return [Row(*r) for r in self.conn.execute(
+            _SELECT + " where valid_from <= %s and %s < valid_to and system_time_start <= %s"
+            " and %s < system_time_end" + where + " order by subject, predicate, fact_id",
+            (tv, tv, ts, ts)).fetchall()]
+
+    def rows(self, kind: str = "all") -> list[Row]:
+        where = "" if kind == "all" else f" where row_kind = '{kind}'"
+        return [Row(*r) for r in self.conn.execute(
+            _SELECT + where + " order by system_time_start, fact_id").fetchall()]
+
+    def current(self, subject: str | None = None, predicate: str | None = None) -> list[Row]:
+        """Open current rows (system_time_end at the sentinel), optionally of one slot."""
+        sql, args = _SELECT + " where row_kind = 'current' and system_time_end = %s", [SENTINEL]
+        if subject is not None:
+            sql += " and subject = %s"
+            args.append(subject)
+        if predicate is not None:
+            sql += " and predicate = %s"
+            args.append(predicate)
+        return [Row(*r) for r in self.conn.execute(sql + " order by fact_id", args).fetchall()]
+
+    def judge_votes(self) -> list[tuple[str, int, str | None]]:
+        return self.conn.execute("select judge_key, vote, session from judge_log order by seq").fetchall()
+
+
+@contextlib.contextmanager
+def temporary_store(dsn: str | None = None, **kw) -> Iterator[Store]:
+    store = Store.open(dsn, **kw)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+__all__ = ["COLUMNS", "CLOCK", "Clock", "Row", "SchemaMode", "Store", "WriteOutcome", "WriteTxn",
+           "temporary_store", "Isolation"]
