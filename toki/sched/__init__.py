@@ -1,0 +1,13 @@
+"""Schedules and the barrier-controlled runner (DESIGN §2, layer 5).
+
+``load(path)`` reads a TOML schedule (DESIGN §4.1) or an isolationtester ``.spec`` file;
+``Runner(server).run(schedule, level)`` executes it and returns a :class:`RunResult`
+(DESIGN §4.2). A :class:`Lane` keeps a schema and connections for many runs.
+"""
+
+from toki.sched.runner import Lane, RunResult, Runner, StepResult, check_expectation
+from toki.sched.schedule import Expect, Schedule, Step, load, parse_toml, to_toml
+from toki.sched.spec import SpecFile, parse_spec
+
+__all__ = ["Expect", "Lane", "RunResult", "Runner", "Schedule", "SpecFile", "Step", "StepResult",
+           "check_expectation", "load", "parse_spec", "parse_toml", "to_toml"]

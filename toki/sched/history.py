@@ -1,0 +1,56 @@
+"""Histories of write-path runs in the Jepsen format of DESIGN §4.3 (rw-register micro-ops).
+
+Keys are fact rows (``fact_id``), judge-log keys (``judge:<digest>``), policy sets
+(``policy:<set key>``) and callback requests (``callback:<set key>``). A read records the value
+it saw (``None`` for absent), a write the value it installed; closing a row writes
+``closed:<session>``. Each write-path transaction becomes an ``invoke`` when its first phase is
+sent and an ``ok`` (committed) or ``fail`` (aborted, the SQLSTATE in ``error``) completion.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _value(key: str, v: Any, session: str) -> Any:
+    if key.startswith(("judge:", "policy:", "callback:")):
+        return None if v is None else f"vote={v}"
+    if v is None:
+        return f"closed:{session}"
+    return v
+
+
+def txn_micro_ops(txn, session: str) -> list[list[Any]]:
+    ops = [["r", k, None if v is None else _value(k, v, session)] for k, v in txn.reads]
+    ops += [["w", k, _value(k, v, session)] for k, v in txn.writes]
+    return ops
+
+
+def from_sessions(sessions: dict, execution) -> list[dict]:
+    """One invoke and one completion per write-path transaction, ordered by step position."""
+    events: list[tuple[float, int, dict]] = []
+    for process, (name, sess) in enumerate(sessions.items()):
+        for txn in getattr(sess, "txns", []):
+            log = getattr(txn, "step_log", [])
+            if not log:
+                continue
+            first = log[0][1]
+            last = log[-1][1]
+            res = execution.results[last]
+            at = res.completed_at if res.completed_at is not None else last
+            micro = txn_micro_ops(txn, name)
+            committed = txn.done and txn.outcome is not None and res.status == "ok" and log[-1][0] == "commit"
+            invoke = {"type": "invoke", "process": process, "f": "txn",
+                      "value": [[m[0], m[1], None] if m[0] == "r" else m for m in micro]}
+            done = {"type": "ok" if committed else "fail", "process": process, "f": "txn", "value": micro}
+            if not committed and res.sqlstate:
+                done["error"] = res.sqlstate
+            events.append((first, 0, invoke))
+            events.append((at + 0.5, 1, done))
+    events.sort(key=lambda e: (e[0], e[1]))
+    history = []
+    for i, (_, _, op) in enumerate(events):
+        op["index"] = i
+        op["time"] = i
+        history.append(op)
+    return history

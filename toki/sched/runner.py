@@ -1,0 +1,623 @@
+"""The barrier-controlled runner (DESIGN §3, §4.1, §4.2).
+
+One connection per session, each driven by its own worker thread, so a statement is sent
+without the runner waiting on it. After sending a step the runner waits until it either
+completes or an observer connection reports it blocked on one of the other sessions
+(``pg_isolation_test_session_is_blocked``, as PostgreSQL's isolation tester does); it never
+sleeps a fixed time to "let it block". After every step it settles earlier blocked steps: a step
+the observer no longer reports blocked is waited for, and records ``completed_at``.
+
+Sessions get a low ``deadlock_timeout`` so deadlocks resolve in milliseconds. Errors are
+classified by SQLSTATE. A step that neither completes nor blocks within the per-step limit is
+cancelled and reported as a :class:`~toki.errors.StepTimeout` naming the step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import time
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as fwait
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from types import SimpleNamespace
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from toki.db import schema as dbschema
+from toki.db.server import SCHEMA_PREFIX, Server, _literal, _tag, drop_schema, resolve
+from toki.db.store import SchemaMode, Store, WriteTxn
+from toki.errors import ScheduleError, StepTimeout, TokiError
+from toki.judges.base import SimulatedJudge
+from toki.levels import Level, parse_level
+from toki.model import Fact
+from toki.operators import set_key
+from toki.sched.schedule import Schedule, Step
+
+DEADLOCK_TIMEOUT_MS = 20
+STEP_LIMIT_S = 10.0
+_BEGIN = re.compile(r"^\s*(begin|start\s+transaction)(\s+(transaction|work))?\s*;?\s*$", re.I)
+_COMMIT = re.compile(r"^\s*(commit|end)(\s+(transaction|work))?\s*;?\s*$", re.I)
+_ROLLBACK = re.compile(r"^\s*(rollback|abort)(\s+(transaction|work))?\s*;?\s*$", re.I)
+
+
+def jsonable(v: Any) -> Any:
+    """Rows as JSON values in column order (timestamps as ISO strings)."""
+    if isinstance(v, (datetime, date)):
+        return v.isoformat()
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {k: jsonable(x) for k, x in v.items()}
+    if isinstance(v, (bytes, memoryview)):
+        return bytes(v).hex()
+    return v
+
+
+@dataclass
+class StepResult:
+    index: int
+    session: str
+    sql: str | None
+    op: str | None = None
+    name: str | None = None
+    blocked: bool = False
+    completed_at: int | None = None
+    status: str = "pending"  # ok | error | pending
+    rows: list = field(default_factory=list)
+    sqlstate: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        d = {"index": self.index, "session": self.session, "sql": self.sql, "blocked": self.blocked,
+             "completed_at": self.completed_at, "status": self.status, "rows": jsonable(self.rows),
+             "sqlstate": self.sqlstate, "error": self.error}
+        if self.op is not None:
+            d["op"] = self.op
+        if self.name is not None:
+            d["name"] = self.name
+        return d
+
+
+@dataclass
+class RunResult:
+    schedule: str
+    level: str
+    backend: dict
+    steps: list[StepResult]
+    sessions: dict[str, str]
+    final: list[dict]
+    executed: list[int]  # step indexes in the order they were sent
+    expect: dict = field(default_factory=lambda: {"checked": False, "ok": True, "diff": []})
+    history: list[dict] | None = None
+    outcomes: dict[str, Any] = field(default_factory=dict)  # session -> WriteOutcome (write-path runs)
+    elapsed_s: float = 0.0
+    permutation: list[str] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.expect.get("ok", True))
+
+    def sqlstates(self) -> list[str]:
+        return [s.sqlstate for s in self.steps if s.sqlstate]
+
+    def to_json(self) -> dict:
+        d = {"schedule": self.schedule, "level": self.level, "backend": self.backend,
+             "steps": [s.to_json() for s in self.steps], "sessions": self.sessions,
+             "final": self.final, "expect": self.expect, "executed": self.executed,
+             "elapsed_s": round(self.elapsed_s, 6)}
+        if self.permutation is not None:
+            d["permutation"] = self.permutation
+        if self.history is not None:
+            d["history"] = self.history
+        return d
+
+
+class _Session:
+    """A connection and the worker thread that sends its statements."""
+
+    def __init__(self, name: str, conn: psycopg.Connection):
+        self.name = name
+        self.conn = conn
+        self.pid = conn.info.backend_pid
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"toki-{name}")
+        self.reset()
+
+    def reset(self) -> None:
+        self.state = "idle"
+        self.txn: WriteTxn | None = None
+        self.txns: list[WriteTxn] = []
+        self.pending: tuple[int, Future] | None = None
+        self.deferred: deque[int] = deque()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        with contextlib.suppress(Exception):
+            self.conn.close()
+
+
+class Lane:
+    """A run schema with one connection per session and an observer; reusable across runs.
+
+    The matrix and the property suites run thousands of schedules: a lane keeps connections and
+    the schema, and each run resets state instead of reconnecting.
+    """
+
+    def __init__(self, server: Server | None = None, *, label: str = "run",
+                 deadlock_timeout_ms: int = DEADLOCK_TIMEOUT_MS, store: bool = False,
+                 judge_log_form: str = "unique"):
+        self.server = server or resolve()
+        label = re.sub(r"[^a-z0-9_]", "_", label.lower())[:20]
+        self.schema = f"{SCHEMA_PREFIX}{label}_{secrets.token_hex(4)}"
+        self.deadlock_timeout_ms = deadlock_timeout_ms
+        self.admin = self.server.connect()
+        self.admin.execute(f"create schema {self.schema}")
+        self.admin.execute(f"comment on schema {self.schema} is {_literal(_tag())}")
+        self.admin.execute(f"set search_path = {self.schema}")
+        self.observer = self.server.connect(application_name="toki-observer")
+        self.sessions: dict[str, _Session] = {}
+        self._store: Store | None = None
+        self.judge_log_form = judge_log_form
+        if store:
+            self.ensure_store(judge_log_form)
+
+    def ensure_store(self, judge_log_form: str = "unique") -> Store:
+        if self._store is None or self.judge_log_form != judge_log_form:
+            if self._store is not None:
+                for t in dbschema.TABLES:
+                    self.admin.execute(f"drop table if exists {t} cascade")
+            dbschema.create_all(self.admin, judge_log_form)
+            self.judge_log_form = judge_log_form
+            self._store = Store(server=self.server, schema=self.schema, judge_log_form=judge_log_form,
+                                _conn=self.admin)
+        return self._store
+
+    def session(self, name: str) -> _Session:
+        s = self.sessions.get(name)
+        if s is None or s.conn.closed:
+            conn = self.server.connect(schema=self.schema, deadlock_timeout_ms=self.deadlock_timeout_ms,
+                                       application_name=f"toki-{name}")
+            s = self.sessions[name] = _Session(name, conn)
+        return s
+
+    def is_blocked(self, pid: int, others: Sequence[int]) -> bool:
+        row = self.observer.execute("select pg_isolation_test_session_is_blocked(%s, %s)",
+                                    (pid, list(others)), prepare=True).fetchone()
+        return bool(row[0])
+
+    def close(self) -> None:
+        for s in self.sessions.values():
+            s.close()
+        self.sessions.clear()
+        with contextlib.suppress(Exception):
+            self.observer.close()
+        with contextlib.suppress(Exception):
+            self.admin.close()
+        drop_schema(self.server, self.schema)
+
+    def __enter__(self) -> "Lane":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _fact(raw: Any, where: str) -> Fact:
+    if isinstance(raw, Fact):
+        return raw
+    if not isinstance(raw, dict):
+        raise ScheduleError(f"{where}: fact must be a table", fix='write fact = { fact_id = "f1", subject = ..., ... }')
+    d = dict(raw)
+    for k in ("valid_from", "valid_to", "system_time_start"):
+        if isinstance(d.get(k), str):
+            d[k] = datetime.fromisoformat(d[k])
+    if isinstance(d.get("valid_from"), date) and not isinstance(d["valid_from"], datetime):
+        d["valid_from"] = datetime.combine(d["valid_from"], datetime.min.time())
+    try:
+        return Fact(**d)
+    except TypeError as e:
+        raise ScheduleError(f"{where}: bad fact {raw!r}: {e}",
+                            fix="facts take fact_id, subject, predicate, object, valid_from, "
+                                "valid_to, confidence, provenance") from None
+    except TokiError as e:
+        raise ScheduleError(f"{where}: {e}", fix="fix the fact in the schedule") from None
+
+
+def _ids(ids: Any) -> list[SimpleNamespace]:
+    return [SimpleNamespace(fact_id=str(i)) for i in ids]
+
+
+class Runner:
+    """Runs schedules on a server: ``Runner().run(schedule, "read-committed")``."""
+
+    def __init__(self, server: Server | None = None, *, step_limit_s: float = STEP_LIMIT_S,
+                 deadlock_timeout_ms: int = DEADLOCK_TIMEOUT_MS, record_history: bool = True):
+        self.server = server or resolve()
+        self.step_limit_s = step_limit_s
+        self.deadlock_timeout_ms = deadlock_timeout_ms
+        self.record_history = record_history
+
+    def lane(self, label: str = "run", **kw) -> Lane:
+        return Lane(self.server, label=label, deadlock_timeout_ms=self.deadlock_timeout_ms, **kw)
+
+    # -- entry point ---------------------------------------------------------------------
+    def run(self, schedule: Schedule, level: Level | str = "read-committed", *, lane: Lane | None = None,
+            on_blocked: str | None = None, judge_seed: int = 0, check_expect: bool = True,
+            reset: bool = False) -> RunResult:
+        lvl = parse_level(level) if isinstance(level, str) else level
+        mode = on_blocked or schedule.on_blocked
+        own = lane is None
+        lane = lane or self.lane(schedule.name)
+        t0 = time.perf_counter()
+        try:
+            if schedule.store:
+                store = lane.ensure_store(schedule.judge_log_form)
+                if reset:
+                    dbschema.truncate_all(lane.admin)
+            else:
+                store = None
+            for sql in schedule.setup:
+                self._admin_exec(lane, sql, schedule, "setup")
+            sessions = {name: lane.session(name) for name in schedule.sessions}
+            for s in sessions.values():
+                s.reset()
+                for sql in schedule.session_setup.get(s.name, []):
+                    try:
+                        s.conn.execute(sql)
+                    except psycopg.Error as e:
+                        raise ScheduleError(f"{schedule.source}: setup of session {s.name} failed "
+                                            f"({e.sqlstate}): {_msg(e)}", fix="fix the session's setup SQL") from None
+            exec_run = _Execution(self, schedule, lvl, mode, lane, sessions, store, judge_seed)
+            try:
+                exec_run.go()
+            finally:
+                exec_run.finish()
+            final = []
+            for sql in schedule.final:
+                rows = self._admin_exec(lane, sql, schedule, "final")
+                final.append({"sql": sql, "rows": jsonable(rows)})
+            for s in sessions.values():
+                for sql in schedule.session_teardown.get(s.name, []):
+                    with contextlib.suppress(psycopg.Error):
+                        s.conn.execute(sql)
+            for sql in schedule.teardown:
+                self._admin_exec(lane, sql, schedule, "teardown")
+            result = RunResult(
+                schedule=schedule.name, level=lvl.isolation.cli_name + ("+cb" if lvl.callback else ""),
+                backend={"name": self.server.backend, "version": self.server.version},
+                steps=exec_run.results, sessions={n: s.state for n, s in sessions.items()},
+                final=final, executed=exec_run.executed, elapsed_s=time.perf_counter() - t0,
+                outcomes={n: s.txns[-1].outcome for n, s in sessions.items() if s.txns},
+            )
+            if schedule.store and self.record_history:
+                from toki.sched.history import from_sessions
+
+                result.history = from_sessions(sessions, exec_run)
+            if any(s.name for s in schedule.steps):
+                result.permutation = [s.name for s in schedule.steps]
+            if check_expect:
+                result.expect = check_expectation(schedule, lvl, result)
+            return result
+        finally:
+            if own:
+                lane.close()
+
+    def _admin_exec(self, lane: Lane, sql: str, schedule: Schedule, what: str) -> list:
+        try:
+            cur = lane.admin.execute(sql)
+            rows = []
+            while True:
+                if cur.description is not None:
+                    rows = [list(r) for r in cur.fetchall()]
+                if not cur.nextset():
+                    break
+            return rows
+        except psycopg.Error as e:
+            with contextlib.suppress(psycopg.Error):
+                lane.admin.execute("rollback")
+            raise ScheduleError(f"{schedule.source}: {what} statement failed ({e.sqlstate}): {_msg(e)}: {sql.strip()[:80]}",
+                                fix=f"fix the {what} SQL") from None
+
+
+def _msg(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+class _Execution:
+    """The state of one run: which steps are pending, blocked or deferred."""
+
+    def __init__(self, runner: Runner, schedule: Schedule, level: Level, mode: str, lane: Lane,
+                 sessions: dict[str, _Session], store: Store | None, judge_seed: int):
+        self.r, self.s, self.level, self.mode, self.lane = runner, schedule, level, mode, lane
+        self.sessions, self.store, self.judge_seed = sessions, store, judge_seed
+        self.results = [StepResult(i, st.session, st.sql, st.op, st.name) for i, st in enumerate(schedule.steps)]
+        self.executed: list[int] = []
+        self.pids = {n: s.pid for n, s in sessions.items()}
+        self.clock = 0  # index of the step most recently issued in file order
+
+    # -- driving ------------------------------------------------------------------------------
+    def go(self) -> None:
+        for idx, step in enumerate(self.s.steps):
+            self.clock = idx
+            sess = self.sessions[step.session]
+            if sess.pending is not None or sess.deferred:
+                if self.mode == "error" and not step.await_steps and sess.pending is not None:
+                    blocked_idx = sess.pending[0]
+                    raise ScheduleError(
+                        f"{self.s.source}: step {idx} ({step.describe()}) was sent to session {step.session}, "
+                        f"which is still blocked in step {blocked_idx} ({self.s.steps[blocked_idx].describe()})",
+                        fix="reorder the steps so a blocked session is unblocked first, or set on_blocked = \"defer\"")
+                sess.deferred.append(idx)
+                continue
+            self._issue(idx)
+            self._settle()
+        # Drain: the rest can only finish through commits already sent, aborts or deadlocks.
+        deadline = time.monotonic() + self.r.step_limit_s
+        while any(s.pending or s.deferred for s in self.sessions.values()):
+            if self._settle(wait_any=True):
+                deadline = time.monotonic() + self.r.step_limit_s
+                continue
+            if time.monotonic() > deadline:
+                stuck = [s.pending[0] for s in self.sessions.values() if s.pending]
+                raise StepTimeout(
+                    f"{self.s.source}: step(s) {stuck} ({'; '.join(self.s.steps[i].describe() for i in stuck)}) "
+                    f"still blocked after the last step and {self.r.step_limit_s:g}s",
+                    fix="the schedule never releases the lock these steps wait for: add the commit or rollback "
+                        "that ends the blocking transaction")
+
+    def _issue(self, idx: int) -> None:
+        step = self.s.steps[idx]
+        sess = self.sessions[step.session]
+        fut = sess.pool.submit(self._execute, sess, step, idx)
+        sess.pending = (idx, fut)
+        self.executed.append(idx)
+        self._await_issued(sess, idx, fut)
+
+    def _others(self, sess: _Session) -> list[int]:
+        return [pid for name, pid in self.pids.items() if name != sess.name]
+
+    def _await_issued(self, sess: _Session, idx: int, fut: Future) -> None:
+        """Return once the step completed or is known to be blocked on another session."""
+        deadline = time.monotonic() + self.r.step_limit_s
+        step = self.s.steps[idx]
+        delay = 0.0002
+        while True:
+            fwait([fut], timeout=delay)
+            if fut.done():
+                self._complete(sess, idx, fut, at=idx)
+                return
+            if step.notices_first or self.lane.is_blocked(sess.pid, self._others(sess)):
+                if step.notices_first and not fut.done():
+                    pass
+                others_blocked = [s for s in self.sessions.values() if s is not sess and s.pending]
+                if others_blocked:
+                    # Possibly a deadlock: give the detector (deadlock_timeout) time to break it.
+                    fwait([fut] + [s.pending[1] for s in others_blocked],
+                          timeout=3 * self.lane.deadlock_timeout_ms / 1000 + 0.02)
+                    if fut.done():
+                        self._complete(sess, idx, fut, at=idx)
+                        return
+                self.results[idx].blocked = True
+                return
+            if time.monotonic() > deadline:
+                self._cancel(sess)
+                raise StepTimeout(
+                    f"{self.s.source}: step {idx} ({step.describe()}) neither finished nor blocked "
+                    f"within {self.r.step_limit_s:g}s",
+                    fix="the statement hangs (or waits on something outside the schedule); fix it or raise --step-limit")
+            delay = min(delay * 2, 0.01)
+
+    def _settle(self, wait_any: bool = False) -> bool:
+        """Collect blocked steps that have finished; issue deferred steps. True if anything moved."""
+        moved = False
+        progress = True
+        while progress:
+            progress = False
+            for sess in self.sessions.values():
+                if sess.pending is None:
+                    if sess.deferred:
+                        nxt = sess.deferred.popleft()
+                        self._issue(nxt)
+                        progress = moved = True
+                    continue
+                idx, fut = sess.pending
+                if not fut.done() and not self.lane.is_blocked(sess.pid, self._others(sess)):
+                    # Released: it is running now; wait for it to finish (or block again).
+                    deadline = time.monotonic() + self.r.step_limit_s
+                    while not fut.done():
+                        fwait([fut], timeout=0.002)
+                        if fut.done() or self.lane.is_blocked(sess.pid, self._others(sess)):
+                            break
+                        if time.monotonic() > deadline:
+                            self._cancel(sess)
+                            raise StepTimeout(f"{self.s.source}: step {idx} ({self.s.steps[idx].describe()}) "
+                                              f"did not finish within {self.r.step_limit_s:g}s after it was released",
+                                              fix="raise --step-limit or look for a hang")
+                if fut.done():
+                    self._complete(sess, idx, fut, at=self.clock)
+                    progress = moved = True
+        if not moved and wait_any:
+            futs = [s.pending[1] for s in self.sessions.values() if s.pending]
+            if futs:
+                fwait(futs, timeout=0.05, return_when="FIRST_COMPLETED")
+                moved = any(f.done() for f in futs)
+                if moved:
+                    self._settle()
+        return moved
+
+    def _complete(self, sess: _Session, idx: int, fut: Future, *, at: int) -> None:
+        res = self.results[idx]
+        res.completed_at = at if res.blocked else idx
+        sess.pending = None
+        try:
+            rows, status_msg = fut.result()
+            res.status, res.rows = "ok", rows
+            self._track_ok(sess, self.s.steps[idx], status_msg)
+        except psycopg.Error as e:
+            res.status, res.sqlstate, res.error = "error", e.sqlstate, _msg(e)
+            self._track_error(sess)
+        except TokiError as e:
+            res.status, res.error = "error", str(e)
+            res.sqlstate = getattr(e, "sqlstate", None)
+            self._track_error(sess)
+
+    # -- session state --------------------------------------------------------------------
+    def _track_ok(self, sess: _Session, step: Step, status_msg: str | None) -> None:
+        tx = sess.conn.info.transaction_status
+        if step.op is not None:
+            if step.op == "commit":
+                sess.state = "committed"
+            elif step.op == "rollback":
+                sess.state = "rolled-back"
+            elif tx == TransactionStatus.INTRANS:
+                sess.state = "open"
+            return
+        sql = step.sql or ""
+        if _COMMIT.match(sql):
+            sess.state = "aborted" if (status_msg or "").upper().startswith("ROLLBACK") else "committed"
+        elif _ROLLBACK.match(sql):
+            sess.state = "rolled-back"
+        elif tx == TransactionStatus.INTRANS:
+            sess.state = "open"
+        elif tx == TransactionStatus.INERROR:
+            sess.state = "failed"
+
+    def _track_error(self, sess: _Session) -> None:
+        tx = sess.conn.info.transaction_status
+        sess.state = "failed" if tx == TransactionStatus.INERROR else "aborted"
+
+    # -- executing one step (in the session's worker thread) ----------------------------------
+    def _execute(self, sess: _Session, step: Step, idx: int):
+        if step.op is not None:
+            return self._execute_op(sess, step, idx), None
+        sql = step.sql
+        if _BEGIN.match(sql):
+            sql = f"begin isolation level {self.level.isolation.sql}"
+        cur = sess.conn.execute(sql)
+        rows: list = []
+        while True:
+            if cur.description is not None:
+                rows = [list(r) for r in cur.fetchall()]
+            if not cur.nextset():
+                break
+        return rows, cur.statusmessage
+
+    def _execute_op(self, sess: _Session, step: Step, idx: int):
+        a = step.args
+        where = f"{self.s.source}: step {idx} ({step.describe()})"
+        op = step.op
+        if op == "sleep":
+            time.sleep(float(a.get("seconds", 0)))
+            return []
+        if op in ("deliver_callback", "policy"):
+            ids = a.get("ids")
+            if not ids or "index" not in a:
+                raise ScheduleError(f"{where} needs ids = [...] and index", fix='write ids = ["f1", "f2"], index = 1')
+            if op == "deliver_callback":
+                self.store.deliver_callback(_ids(ids), int(a["index"]), conn=sess.conn)
+            else:
+                key = set_key(_ids(ids))
+                sess.conn.execute("insert into policy (policy_id, set_key, chosen_index, source) values (%s, %s, %s, %s)",
+                                  (f"policy::{key}::{idx}", key, int(a["index"]), f"step-{idx}"))
+            return []
+        if op == "begin" or (sess.txn is None and "fact" in a):
+            if "fact" not in a:
+                raise ScheduleError(f"{where}: begin needs a fact", fix="add fact = { ... } to the step")
+            judge_args = a.get("judge") or {}
+            judge = SimulatedJudge(p=float(judge_args.get("p", 0.5)),
+                                   seed=int(judge_args.get("seed", self.judge_seed)))
+            level = parse_level(a["level"]) if "level" in a else self.level
+            sess.txn = self.store.begin_write(
+                _fact(a["fact"], where), operator=a.get("operator", "lww"), level=level,
+                mode=SchemaMode.parse(a.get("mode", "audit_row")), judge=judge, guard=bool(a.get("guard", True)),
+                at=a.get("at"), conn=sess.conn, canonicalize=bool(a.get("canonicalize", True)), session=sess.name)
+            sess.txn.step_log = []  # (phase, step index) for histories
+            sess.txns.append(sess.txn)
+            sess.txn.begin()
+            sess.txn.step_log.append(("begin", idx))
+            if op == "begin":
+                return []
+        txn = sess.txn
+        if txn is None:
+            raise ScheduleError(f"{where}: no write in progress in session {sess.name}",
+                                fix="start it with op = \"begin\" and a fact")
+        txn.step_log.append((op, idx))
+        if op == "read_candidates":
+            return [[r.fact_id, r.object] for r in txn.read_candidates()]
+        if op == "judge":
+            v = txn.judge_step()
+            return [[v.index]] if v else []
+        if op == "read_callback":
+            v = txn.read_callback()
+            return [[v]] if v is not None else []
+        if op == "write":
+            o = txn.write()
+            return [[o.action, o.winner_id]]
+        if op == "commit":
+            o = txn.commit()
+            return [[o.action, o.winner_id]] if o else []
+        if op == "rollback":
+            txn.rollback()
+            return []
+        raise ScheduleError(f"{where}: unknown op {op!r}", fix="see toki.sched.schedule.OPS")
+
+    # -- clean-up -----------------------------------------------------------------------
+    def _cancel(self, sess: _Session) -> None:
+        with contextlib.suppress(Exception):
+            sess.conn.cancel_safe(timeout=2)
+
+    def finish(self) -> None:
+        """End every session: cancel what still runs, roll back what is still open."""
+        for sess in self.sessions.values():
+            if sess.pending is not None:
+                self._cancel(sess)
+                fwait([sess.pending[1]], timeout=5)
+                sess.pending = None
+        for sess in self.sessions.values():
+            tx = sess.conn.info.transaction_status
+            if tx in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+                if sess.state not in ("failed",) and tx == TransactionStatus.INTRANS:
+                    sess.state = "open"
+                with contextlib.suppress(psycopg.Error):
+                    sess.conn.execute("rollback")
+            elif tx == TransactionStatus.ACTIVE or tx == TransactionStatus.UNKNOWN:
+                with contextlib.suppress(Exception):
+                    sess.conn.close()
+
+
+def check_expectation(schedule: Schedule, level: Level, result: RunResult) -> dict:
+    """Compare a run with the schedule's golden outcome for its level."""
+    from toki.levels import parse_isolation
+
+    exp = None
+    for name, e in schedule.expect.items():
+        if parse_isolation(name) == level.isolation:
+            exp = e
+    if exp is None:
+        return {"checked": False, "ok": True, "diff": []}
+    diff = []
+    blocked = [s.index for s in result.steps if s.blocked]
+    if exp.blocked is not None and sorted(exp.blocked) != blocked:
+        diff.append(f"blocked steps: expected {sorted(exp.blocked)}, got {blocked}")
+    if exp.errors is not None:
+        got = {s.index: s.sqlstate for s in result.steps if s.status == "error"}
+        want = {int(k): str(v) for k, v in exp.errors.items()}
+        if got != want:
+            diff.append(f"errors: expected {want}, got {got}")
+    if exp.final is not None:
+        got = [f["rows"] for f in result.final]
+        if jsonable(exp.final) != got:
+            diff.append(f"final: expected {jsonable(exp.final)}, got {got}")
+    if exp.sessions is not None and exp.sessions != {k: result.sessions.get(k) for k in exp.sessions}:
+        diff.append(f"sessions: expected {exp.sessions}, got {result.sessions}")
+    return {"checked": True, "ok": not diff, "diff": diff}
