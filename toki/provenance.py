@@ -149,8 +149,11 @@ def _parse_monomial(text: str, pos: int) -> tuple[Monomial, int, int]:
         return tuple(sorted(exps.items())), coef, pos
 
 
+_KEYWORDS = frozenset({"true", "false"})  # the parser reads these as the Boolean constants
+
+
 def _fmt_var(name: str) -> str:
-    return name if _IDENT.fullmatch(name) else json.dumps(name)
+    return name if _IDENT.fullmatch(name) and name not in _KEYWORDS else json.dumps(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +205,14 @@ class Poly:
     def degree(self, var: str) -> int:
         return max((dict(m).get(var, 0) for m, _ in self.terms), default=0)
 
+    def instances(self, var: str) -> int:
+        """How many instances of ``var`` the annotation records: the sum of coefficient x exponent.
+
+        In N[X,T]# every use of a token counts (x⊗x = x² is two); N[X,T] keeps only uses that
+        add (x⊕x = 2x is two, x⊗x = x is one); B keeps none.
+        """
+        return sum(c * dict(m).get(var, 0) for m, c in self.terms)
+
     def variables(self) -> frozenset[str]:
         return frozenset(v for m, _ in self.terms for v, _ in m)
 
@@ -231,14 +242,19 @@ def times_all(polys: Iterable[Poly], carrier: Carrier) -> Poly:
 
 
 def recover_erased(full: Poly, surviving: Poly) -> frozenset[str] | None:
-    """Which tokens lost an instance between ``full`` and what ``surviving`` rows still carry.
+    """The tokens of which one instance was erased, read off the surviving annotation.
 
-    Returns the set of variables whose degree dropped, or None when the carrier cannot tell
-    (the two annotations are equal although an instance was erased). This is the polynomial-
-    only recovery of Theorem 3: it needs the erased token's degree in ``full`` to exceed its
-    degree in ``surviving``, which multilinear and Boolean annotations cannot show when the
-    token still occurs elsewhere.
+    ``full`` is the annotation before the erasure, ``surviving`` the one left after it (both
+    in one carrier). A token is recovered when the surviving polynomial still names it and
+    records fewer instances of it than ``full`` did (:meth:`Poly.instances`). Returns None when
+    nothing can be recovered.
+
+    Theorem 3 (SPEC §7): one erased instance of x is recoverable from the polynomial alone iff
+    x occurs at least twice (degree >= 2 in N[X,T]#), because only then does the surviving
+    annotation still name x; and only the multidegree carrier always shows the missing instance:
+    N[X,T] loses it whenever the instances were multiplied (x⊗x = x), B always.
     """
     full._check(surviving)
-    dropped = frozenset(v for v in full.variables() if full.degree(v) > surviving.degree(v))
+    named = surviving.variables()
+    dropped = frozenset(v for v in full.variables() if v in named and surviving.instances(v) < full.instances(v))
     return dropped or None
