@@ -28,6 +28,7 @@ import psycopg
 from psycopg import errors as pgerr
 
 from toki.db import schema as dbschema
+from toki.db.schema import SENTINEL_SQL
 from toki.db.server import Server, drop_schema, resolve
 from toki.errors import (
     AmbiguousIncumbents,
@@ -62,6 +63,12 @@ class SchemaMode(enum.Enum):
 COLUMNS = ("fact_id", "subject", "predicate", "object", "valid_from", "valid_to", "system_time_start",
            "system_time_end", "provenance_id", "confidence", "resolution_strategy_id", "row_kind")
 _SELECT = "select " + ", ".join(COLUMNS) + " from agent_memory"
+# The open current rows of a slot overlapping [valid_from, valid_to). The sentinel is a literal,
+# not a parameter, so that the planner can prove the partial index agent_memory_open_slot
+# applies even to a generic (prepared) plan.
+_CANDIDATES = (_SELECT + " where subject = %s and predicate = %s and row_kind = 'current'"
+               " and system_time_end = " + SENTINEL_SQL + " and valid_from < %s and %s < valid_to"
+               " order by fact_id")
 _INSERT = ("insert into agent_memory (" + ", ".join(COLUMNS) + ") values ("
            + ", ".join(["%s"] * len(COLUMNS)) + ")")
 
@@ -173,12 +180,12 @@ class WriteTxn:
                              fix="start a new write")
         try:
             return fn()
-        except TokiError:
-            self.rollback()
-            raise
         except psycopg.Error as e:
             self.rollback()
             raise _db_error(e, f"{during} of fact {self.fact.fact_id!r}") from e
+        except BaseException:  # TokiError, a judge's own exception, KeyboardInterrupt: never half-written
+            self.rollback()
+            raise
 
     def rollback(self) -> None:
         if not self.done:
@@ -196,10 +203,7 @@ class WriteTxn:
     def _read_candidates(self) -> list[Row]:
         f = self.fact
         rows = [Row(*r) for r in self.conn.execute(
-            _SELECT + " where subject = %s and predicate = %s and row_kind = 'current'"
-            " and system_time_end = %s and valid_from < %s and %s < valid_to"
-            " order by fact_id",
-            (f.subject, f.predicate, SENTINEL, f.valid_to, f.valid_from),
+            _CANDIDATES, (f.subject, f.predicate, f.valid_to, f.valid_from),
         ).fetchall()]
         self.candidates = rows
         for r in rows:
@@ -542,7 +546,7 @@ class Store:
 
     def current(self, subject: str | None = None, predicate: str | None = None) -> list[Row]:
         """Open current rows (system_time_end at the sentinel), optionally of one slot."""
-        sql, args = _SELECT + " where row_kind = 'current' and system_time_end = %s", [SENTINEL]
+        sql, args = _SELECT + " where row_kind = 'current' and system_time_end = " + SENTINEL_SQL, []
         if subject is not None:
             sql += " and subject = %s"
             args.append(subject)
