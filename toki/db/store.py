@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 import psycopg
 from psycopg import errors as pgerr
 
+from toki.db import judge_log
 from toki.db import schema as dbschema
 from toki.db.schema import SENTINEL_SQL
 from toki.db.server import Server, drop_schema, resolve
@@ -249,22 +250,15 @@ class WriteTxn:
                 return self.vote
         judge = self.judge or self.store.default_judge
         key = judge_key(ordered, judge, canonicalize=self.canonicalize)
-        logged = self.conn.execute(
-            "select vote, probability from judge_log where judge_key = %s order by epoch desc, seq limit 1",
-            (key.digest,),
-        ).fetchone()
-        self.reads.append((f"judge:{key.digest}", logged[0] if logged else None))
+        logged = judge_log.lookup(self.conn, key)  # read the log before calling the judge
+        self.reads.append((f"judge:{key.digest}", logged.vote if logged else None))
         if logged is not None:
-            self.vote, self.vote_source = Vote(int(logged[0]), logged[1]), "log"
+            self.vote, self.vote_source = Vote(int(logged.vote), logged.probability), "log"
         else:
             vote = judge.vote(ordered)
             if self.canonicalize is False and ordered != canonical(pair):
                 vote = Vote(1 - vote.index, vote.probability)  # index back into canonical order
-            self.conn.execute(
-                "insert into judge_log (judge_key, read_set, theta, vote, probability, session) "
-                "values (%s, %s, %s, %s, %s, %s)",
-                (key.digest, "|".join(key.read_set), repr(key.theta), vote.index, vote.probability, self.session),
-            )
+            judge_log.record(self.conn, key, vote, session=self.session)
             self.writes.append((f"judge:{key.digest}", vote.index))
             self.vote, self.vote_source = vote, "judge"
         if self.operator == "rule":

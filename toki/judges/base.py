@@ -1,9 +1,15 @@
-"""The judge protocol, canonical keys and a seeded simulated judge."""
+"""The judge protocol, canonical keys and a seeded simulated judge.
+
+Temperature follows the usual softmax scaling of a two-way choice: a judge whose token
+probability for position A is ``p`` at temperature 1 votes A with ``temper(p, T)`` =
+sigmoid(logit(p) / T) at temperature T; T = 0 is greedy decoding (argmax, ties to position A).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,6 +49,34 @@ class Judge(Protocol):
         ...
 
 
+def temper(p: float, temperature: float) -> float:
+    """P(vote = position A) at ``temperature`` for a judge with probability ``p`` at temperature 1."""
+    p = float(p)
+    if not 0.0 <= p <= 1.0 or math.isnan(p):
+        raise InputError(f"judge probability {p!r} is outside [0, 1]", fix="give p in [0, 1]")
+    t = float(temperature)
+    if t < 0 or math.isnan(t):
+        raise InputError(f"temperature {temperature!r} is negative", fix="give a temperature >= 0")
+    if p in (0.0, 1.0) or t == 1.0:
+        return p
+    if t == 0.0:
+        return 1.0 if p >= 0.5 else 0.0  # greedy; a tie goes to position A
+    z = math.log(p / (1.0 - p)) / t
+    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+
+def disagreement(p: float) -> float:
+    """Probability that two independent calls of a p-judge disagree: 2p(1-p) (SPEC §5)."""
+    return 2.0 * p * (1.0 - p)
+
+
+def consistency(p: float, t: int) -> float:
+    """Probability that t independent calls all agree: p^t + (1-p)^t (SPEC §5)."""
+    if t < 1:
+        raise InputError(f"t = {t} re-queries", fix="t counts calls and starts at 1")
+    return p ** t + (1.0 - p) ** t
+
+
 def judge_key(candidates: Sequence[Fact], judge: Judge, *, canonicalize: bool = True) -> JudgeKey:
     ids = [f.fact_id for f in candidates]
     read_set = tuple(sorted(ids)) if canonicalize else tuple(ids)
@@ -53,9 +87,10 @@ def judge_key(candidates: Sequence[Fact], judge: Judge, *, canonicalize: bool = 
 class SimulatedJudge:
     """A seeded Bernoulli judge: votes for the first candidate with probability ``p``.
 
-    ``p`` may be a float or a callable of the candidate tuple. Every call draws from the
-    judge's own seeded stream, so two calls on the same pair can disagree (probability
-    2p(1-p)): exactly the nondeterminism the keyed log exists to pin down.
+    ``p`` may be a float or a callable of the candidate tuple; it is the probability at
+    temperature 1 and is scaled by :func:`temper` at other temperatures (0 is greedy). Every
+    call draws from the judge's own seeded stream, so two calls on the same pair can disagree
+    (probability 2p(1-p)): exactly the nondeterminism the keyed log exists to pin down.
     """
 
     p: float = 0.5
@@ -68,6 +103,8 @@ class SimulatedJudge:
     def __post_init__(self) -> None:
         if not callable(self.p) and not 0.0 <= float(self.p) <= 1.0:
             raise InputError(f"judge probability {self.p!r} is outside [0, 1]", fix="give p in [0, 1]")
+        if not float(self.temperature) >= 0:
+            raise InputError(f"temperature {self.temperature!r} is negative", fix="give a temperature >= 0")
         self._rng = random.Random(self.seed)
 
     def theta(self) -> dict[str, str]:
@@ -82,6 +119,7 @@ class SimulatedJudge:
             raise InputError(f"the simulated judge votes on pairs, got {len(candidates)} candidates",
                              fix="pass a contradicting pair")
         p = float(self.p(tuple(candidates))) if callable(self.p) else float(self.p)
+        p = temper(p, self.temperature)
         first = self._rng.random() < p
         return Vote(0 if first else 1, p if first else 1.0 - p)
 
