@@ -102,6 +102,7 @@ class RunResult:
     outcomes: dict[str, Any] = field(default_factory=dict)  # session -> WriteOutcome (write-path runs)
     elapsed_s: float = 0.0
     permutation: list[str] | None = None
+    contexts: dict[str, dict] = field(default_factory=dict)  # session -> its "call" steps' scratch space
 
     @property
     def ok(self) -> bool:
@@ -138,6 +139,7 @@ class _Session:
         self.txns: list[WriteTxn] = []
         self.pending: tuple[int, Future] | None = None
         self.deferred: deque[int] = deque()
+        self.ctx: dict[str, Any] = {}  # per-run scratch space of "call" steps (values read, ops done)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -297,6 +299,7 @@ class Runner:
                 steps=exec_run.results, sessions={n: s.state for n, s in sessions.items()},
                 final=final, executed=exec_run.executed, elapsed_s=time.perf_counter() - t0,
                 outcomes={n: s.txns[-1].outcome for n, s in sessions.items() if s.txns},
+                contexts={n: s.ctx for n, s in sessions.items()},
             )
             if schedule.store and self.record_history:
                 from toki.sched.history import from_sessions
@@ -519,6 +522,14 @@ class _Execution:
         if op == "sleep":
             time.sleep(float(a.get("seconds", 0)))
             return []
+        if op == "call":
+            # A step of a transaction program written in Python (the matrix's agents): it gets the
+            # session's connection and scratch space, so later steps can use what earlier ones read.
+            fn = a.get("fn")
+            if not callable(fn):
+                raise ScheduleError(f"{where}: op call needs fn, a callable(conn, ctx)",
+                                    fix="build call steps in Python; they have no TOML form")
+            return fn(sess.conn, sess.ctx) or []
         if op in ("deliver_callback", "policy"):
             ids = a.get("ids")
             if not ids or "index" not in a:
@@ -614,6 +625,11 @@ def check_expectation(schedule: Schedule, level: Level, result: RunResult) -> di
         want = {int(k): str(v) for k, v in exp.errors.items()}
         if got != want:
             diff.append(f"errors: expected {want}, got {got}")
+    if exp.rows is not None:
+        for idx, want in sorted(exp.rows.items()):
+            got = jsonable(result.steps[idx].rows) if result.steps[idx].status == "ok" else None
+            if jsonable(want) != got:
+                diff.append(f"rows of step {idx}: expected {jsonable(want)}, got {got}")
     if exp.final is not None:
         got = [f["rows"] for f in result.final]
         if jsonable(exp.final) != got:

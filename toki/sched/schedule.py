@@ -18,7 +18,7 @@ from toki.levels import parse_isolation
 
 #: write-path phases a step may name (DESIGN §4.1 extension; see toki.db.store.WriteTxn)
 OPS = ("begin", "read_candidates", "judge", "read_callback", "write", "commit", "rollback",
-       "deliver_callback", "policy", "sleep")
+       "deliver_callback", "policy", "sleep", "call")
 ON_BLOCKED = ("error", "defer")
 
 
@@ -44,6 +44,7 @@ class Expect:
     errors: dict[int, str] | None = None
     final: list[list[list[Any]]] | None = None
     sessions: dict[str, str] | None = None
+    rows: dict[int, list[list[Any]]] | None = None  # step index -> rows it shows (Hermitage's "shows")
 
 
 @dataclass
@@ -101,7 +102,7 @@ class Schedule:
                                     fix="use read-committed, repeatable-read, serializable (or ru/rc/rr/sr)") from None
         n = len(self.steps)
         for level, e in self.expect.items():
-            for idx in list(e.blocked or []) + list((e.errors or {}).keys()):
+            for idx in list(e.blocked or []) + list((e.errors or {}).keys()) + list((e.rows or {}).keys()):
                 if not 0 <= idx < n:
                     raise ScheduleError(f"{where}: [expect.{level}] names step {idx}, but steps are 0..{n - 1}",
                                         fix="expectations index steps from 0 in file order")
@@ -154,10 +155,10 @@ def parse_toml(text: str, source: str = "<string>") -> Schedule:
     for level, e in (doc.get("expect") or {}).items():
         if not isinstance(e, dict):
             raise ScheduleError(f"{source}: [expect.{level}] must be a table", fix="write [expect.read-committed]")
-        bad = set(e) - {"blocked", "errors", "final", "sessions"}
+        bad = set(e) - {"blocked", "errors", "final", "sessions", "rows"}
         if bad:
             raise ScheduleError(f"{source}: [expect.{level}] has unknown key(s) {sorted(bad)}",
-                                fix="use blocked, errors, final and sessions")
+                                fix="use blocked, errors, rows, final and sessions")
         errors = e.get("errors")
         if errors is not None:
             try:
@@ -165,8 +166,15 @@ def parse_toml(text: str, source: str = "<string>") -> Schedule:
             except (ValueError, AttributeError):
                 raise ScheduleError(f"{source}: [expect.{level}] errors must map step indexes to SQLSTATEs",
                                     fix='write errors = { 5 = "40001" }') from None
+        rows = e.get("rows")
+        if rows is not None:
+            try:
+                rows = {int(k): v for k, v in rows.items()}
+            except (ValueError, AttributeError):
+                raise ScheduleError(f"{source}: [expect.{level}] rows must map step indexes to row lists",
+                                    fix='write rows = { 3 = [[1, 10], [2, 20]] }') from None
         expect[level] = Expect(blocked=e.get("blocked"), errors=errors, final=e.get("final"),
-                               sessions=e.get("sessions"))
+                               sessions=e.get("sessions"), rows=rows)
     sched = Schedule(
         name=str(doc.get("name") or Path(source).stem),
         description=str(doc.get("description", "")),
@@ -249,6 +257,7 @@ def to_toml(s: Schedule) -> str:
         doc["expect"] = {
             lvl: {k: v for k, v in (("blocked", e.blocked),
                                     ("errors", {str(i): c for i, c in (e.errors or {}).items()} if e.errors is not None else None),
+                                    ("rows", {str(i): r for i, r in e.rows.items()} if e.rows is not None else None),
                                     ("final", e.final), ("sessions", e.sessions)) if v is not None}
             for lvl, e in s.expect.items()
         }
