@@ -478,8 +478,8 @@ class _Execution:
     def _track_ok(self, sess: _Session, step: Step, status_msg: str | None) -> None:
         tx = sess.conn.info.transaction_status
         if step.op is not None:
-            if step.op == "commit":
-                sess.state = "committed"
+            if step.op == "commit":  # a commit after the write path failed stays "aborted" (see _execute_op)
+                sess.state = "aborted" if sess.state == "aborted" else "committed"
             elif step.op == "rollback":
                 sess.state = "rolled-back"
             elif tx == TransactionStatus.INTRANS:
@@ -562,6 +562,10 @@ class _Execution:
         if txn is None:
             raise ScheduleError(f"{where}: no write in progress in session {sess.name}",
                                 fix="start it with op = \"begin\" and a fact")
+        if op == "commit" and txn.done and sess.state == "aborted":
+            # Like SQL COMMIT in a failed transaction: the write path already rolled back, so the
+            # commit ends as a rollback, without an error of its own; the session stays aborted.
+            return []
         txn.step_log.append((op, idx))
         if op == "read_candidates":
             return [[r.fact_id, r.object] for r in txn.read_candidates()]
