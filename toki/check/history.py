@@ -1,0 +1,406 @@
+"""Jepsen histories (JSON or EDN) read into columns (DESIGN §4.3).
+
+A history is a list of op maps: ``type`` invoke/ok/fail/info, ``process``, ``f`` "txn",
+``value`` a list of micro-ops ``[f, k, v]`` with f in r, w, append, and optional ``index`` and
+``time``. As in Elle, only client ops count (integer processes; nemesis ops are dropped), each
+completion is paired with its process's preceding invocation, and a history of completions
+alone is accepted (such an op has no known invocation: it gets no incoming real-time edge).
+An invocation that never completes is treated as an ``info`` op carrying the invocation's value
+(its writes may have happened; its reads are unknown), which is what Jepsen itself records.
+
+The fast path builds numpy columns with list comprehensions; if it trips over anything, a slow
+validator walks the ops one by one and names the first bad op (its index) and what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toki.errors import HistoryError
+
+OK, INFO, FAIL, INVOKE = 0, 1, 2, 3
+TYPE_CODES = {"ok": OK, "info": INFO, "fail": FAIL, "invoke": INVOKE}
+TYPE_NAMES = {OK: "ok", INFO: "info", FAIL: "fail", INVOKE: "invoke"}
+R, APPEND, W = 0, 1, 2
+F_CODES = {"r": R, "append": APPEND, "w": W}
+F_NAMES = {R: "r", APPEND: "append", W: "w"}
+WORKLOADS = ("list-append", "rw-register")
+_ALLOWED = {"list-append": (R, APPEND), "rw-register": (R, W)}
+
+
+@dataclass
+class History:
+    """Columns over the client transactions of one history.
+
+    Transactions (one per completion, history order): ``t_index`` (Elle's op index of the
+    completion), ``t_invoke`` (index of the invocation, -1 if unknown), ``t_process`` (code into
+    ``processes``), ``t_type`` (OK/INFO/FAIL), ``t_time``.
+    Micro-ops, grouped by transaction in order: ``m_txn``, ``m_f``, ``m_key`` (code into
+    ``keys``, or the key itself when ``keys`` is None), ``m_val`` (value code for writes and
+    rw-register reads; for list-append reads the row of the read list), ``m_nil`` (read value
+    unknown or nil). List-append read lists: CSR ``r_off``/``r_elem`` of value codes.
+    """
+
+    workload: str
+    n_ops: int
+    t_index: np.ndarray
+    t_invoke: np.ndarray
+    t_process: np.ndarray
+    t_type: np.ndarray
+    t_time: list
+    processes: list
+    m_txn: np.ndarray
+    m_f: np.ndarray
+    m_key: np.ndarray
+    m_val: np.ndarray
+    m_nil: np.ndarray
+    keys: list | None
+    values: list | None
+    r_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    r_elem: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def n_txns(self) -> int:
+        return len(self.t_index)
+
+    def key(self, code: int) -> Any:
+        return code if self.keys is None else self.keys[code]
+
+    def value(self, code: int) -> Any:
+        return code if self.values is None else self.values[code]
+
+    def mop_range(self, t: int) -> tuple[int, int]:
+        if not hasattr(self, "_m_start"):
+            self._m_start = np.searchsorted(self.m_txn, np.arange(self.n_txns + 1))
+        return int(self._m_start[t]), int(self._m_start[t + 1])
+
+    def read_list(self, row: int) -> list:
+        return [self.value(int(v)) for v in self.r_elem[self.r_off[row]:self.r_off[row + 1]]]
+
+    def mop(self, m: int) -> list:
+        f = int(self.m_f[m])
+        k = self.key(int(self.m_key[m]))
+        if f == R:
+            if self.m_nil[m]:
+                v = None
+            elif self.workload == "list-append":
+                v = self.read_list(int(self.m_val[m]))
+            else:
+                v = self.value(int(self.m_val[m]))
+        else:
+            v = self.value(int(self.m_val[m]))
+        return [F_NAMES[f], k, v]
+
+    def op(self, t: int) -> dict:
+        """The completion op of transaction ``t`` as a JSON-ready map."""
+        a, b = self.mop_range(t)
+        d = {"index": int(self.t_index[t]), "type": TYPE_NAMES[int(self.t_type[t])],
+             "process": self.processes[int(self.t_process[t])], "f": "txn",
+             "value": [self.mop(m) for m in range(a, b)]}
+        if self.t_time[t] is not None:
+            d["time"] = self.t_time[t]
+        return d
+
+
+# ---------------------------------------------------------------------------- reading files
+
+def load(path: str | Path) -> list[dict]:
+    """Read a history file (JSON array, JSON lines, or EDN) into a list of op maps."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise HistoryError(f"cannot read history file {str(p)!r}: {e.strerror}", fix="check the path") from None
+    return loads(text, fmt="edn" if p.suffix.lower() == ".edn" else None, name=str(p))
+
+
+def loads(text: str, *, fmt: str | None = None, name: str = "history") -> list[dict]:
+    s = text.lstrip()
+    if fmt is None:
+        fmt = "json" if s[:1] in ("[", "{") and not s.startswith("{:") else "edn"
+    if fmt == "json":
+        try:
+            if s.startswith("["):
+                data = _json_loads(s)
+            else:
+                data = [_json_loads(line) for line in s.splitlines() if line.strip()]
+        except ValueError as e:
+            raise HistoryError(f"{name} is not valid JSON: {e}",
+                               fix="give a JSON array of op maps, one JSON op per line, or an .edn file") from None
+    else:
+        data = _edn_loads(s, name)
+    if not isinstance(data, list):
+        raise HistoryError(f"{name}: a history must be a list of op maps, got {type(data).__name__}",
+                           fix="wrap the ops in a JSON array")
+    return data
+
+
+try:  # optional, faster
+    import orjson as _orjson
+
+    def _json_loads(s: str):
+        return _orjson.loads(s)
+except ImportError:  # pragma: no cover - depends on the environment
+    _json_loads = json.loads
+
+
+def _edn_loads(s: str, name: str) -> list:
+    import edn_format
+
+    try:
+        vals = edn_format.loads_all(s)
+    except Exception as e:  # edn_format raises its own and lexer errors
+        raise HistoryError(f"{name} is not valid EDN: {e}", fix="give one op map per line, or a vector of op maps") from None
+    if len(vals) == 1 and isinstance(vals[0], (list, tuple)):
+        vals = list(vals[0])
+    return [_from_edn(v) for v in vals]
+
+
+def _from_edn(x: Any) -> Any:
+    import edn_format
+
+    if isinstance(x, edn_format.Keyword):
+        return x.name
+    if isinstance(x, edn_format.Symbol):
+        return str(x)
+    if isinstance(x, (dict, edn_format.ImmutableDict)):
+        return {_from_edn(k): _from_edn(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, edn_format.ImmutableList)):
+        return [_from_edn(v) for v in x]
+    if isinstance(x, (set, frozenset)):
+        return [_from_edn(v) for v in x]
+    return x
+
+
+# ---------------------------------------------------------------------------- columns
+
+def parse(ops: list[dict], workload: str) -> History:
+    """Turn a list of op maps into columns; raise HistoryError naming the first bad op."""
+    if workload not in WORKLOADS:
+        raise HistoryError(f"unknown workload {workload!r}", fix="use list-append or rw-register")
+    try:
+        return _parse_fast(ops, workload)
+    except HistoryError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
+        _validate_slow(ops, workload)
+        raise HistoryError(f"malformed history ({type(e).__name__}: {e})",
+                           fix="each op needs type, process, value (a list of [f, k, v])") from e
+
+
+def _fail(ops, i, what, fix):
+    idx = ops[i].get("index", i) if isinstance(ops[i], dict) else i
+    raise HistoryError(f"op {idx} (position {i}): {what}", fix=fix)
+
+
+def _validate_slow(ops: list, workload: str) -> None:
+    allowed = {F_NAMES[c] for c in _ALLOWED[workload]}
+    has_index = None
+    for i, op in enumerate(ops):
+        if not isinstance(op, dict):
+            _fail(ops, i, f"is a {type(op).__name__}, not an op map", "every op is a map with type, process and value")
+        for k in ("type", "process"):
+            if k not in op:
+                _fail(ops, i, f"has no {k!r}", "every op needs type, process and value")
+        if op["type"] not in TYPE_CODES:
+            _fail(ops, i, f"has type {op['type']!r}", "type is one of invoke, ok, fail, info")
+        hi = "index" in op
+        if has_index is None:
+            has_index = hi
+        elif hi != has_index:
+            _fail(ops, i, "has an index while other ops do not (or the reverse)", "give every op an index, or none")
+        if hi and (type(op["index"]) is not int):
+            _fail(ops, i, f"has a non-integer index {op['index']!r}", "indices are integers")
+        p = op["process"]
+        if type(p) is not int:
+            continue  # nemesis or other non-client op: ignored, as Elle does
+        if "f" in op and op["f"] != "txn":
+            _fail(ops, i, f"has f {op['f']!r}", "transactional workloads use f = txn")
+        if "value" not in op:
+            _fail(ops, i, "has no 'value'", "value is a list of micro-ops [f, k, v]")
+        v = op["value"]
+        if v is None and op["type"] == "fail":
+            continue
+        if not isinstance(v, list):
+            _fail(ops, i, f"value is a {type(v).__name__}, not a list of micro-ops", "value is a list of [f, k, v]")
+        for j, mop in enumerate(v):
+            if not isinstance(mop, list) or len(mop) != 3:
+                _fail(ops, i, f"micro-op {j} is {mop!r}, not a 3-element [f, k, v]", "write micro-ops as [f, k, v]")
+            f, k, x = mop
+            if f not in allowed:
+                _fail(ops, i, f"micro-op {j} has f {f!r}, which the {workload} workload does not allow",
+                      f"{workload} micro-ops are {', '.join(sorted(allowed))} (is --workload right?)")
+            try:
+                hash(k)
+            except TypeError:
+                _fail(ops, i, f"micro-op {j} has an unhashable key {k!r}", "keys are numbers or strings")
+            if k is None:
+                _fail(ops, i, f"micro-op {j} has a null key", "keys are numbers or strings")
+            if f in ("append", "w"):
+                if x is None:
+                    _fail(ops, i, f"micro-op {j} writes null", "written values are numbers or strings")
+                if isinstance(x, (list, dict)):
+                    _fail(ops, i, f"micro-op {j} writes a {type(x).__name__}", "written values are numbers or strings")
+            elif f == "r" and x is not None:
+                if workload == "list-append":
+                    if not isinstance(x, list):
+                        _fail(ops, i, f"micro-op {j} reads {x!r}, not a list", "list-append reads return a list or null")
+                    for e in x:
+                        if e is None or isinstance(e, (list, dict)):
+                            _fail(ops, i, f"micro-op {j} reads a list holding {e!r}",
+                                  "list elements are numbers or strings")
+                elif isinstance(x, (list, dict)):
+                    _fail(ops, i, f"micro-op {j} reads a {type(x).__name__}", "register values are numbers or strings")
+
+
+def _codes(xs: list, what: str) -> tuple[np.ndarray, list | None]:
+    """Integers pass through as their own codes; anything else is interned."""
+    if not xs:
+        return np.zeros(0, np.int64), None
+    if set(map(type, xs)) == {int}:
+        try:
+            return np.fromiter(xs, np.int64, count=len(xs)), None
+        except OverflowError:
+            pass
+    table: dict = {}
+    codes = np.fromiter((table.setdefault(x, len(table)) for x in xs), np.int64, count=len(xs))
+    return codes, list(table)
+
+
+def _parse_fast(ops: list[dict], workload: str) -> History:
+    n = len(ops)
+    types = [o["type"] for o in ops]
+    procs = [o["process"] for o in ops]
+    client = np.fromiter((type(p) is int for p in procs), bool, count=n)
+    cpos = np.flatnonzero(client)
+    tcode = np.fromiter(map(TYPE_CODES.__getitem__, types), np.int8, count=n)
+    idx_list = [o.get("index") for o in ops]
+    if idx_list and idx_list[0] is None:
+        if any(x is not None for x in idx_list):
+            raise ValueError("mixed index")
+        index = np.arange(n, dtype=np.int64)
+    else:
+        index = np.fromiter(idx_list, np.int64, count=n)
+    del idx_list
+    P = np.fromiter((procs[i] for i in cpos), np.int64, count=len(cpos))
+    Ty = tcode[cpos]
+    order = np.lexsort((cpos, P))
+    sp, st, spos = P[order], Ty[order], cpos[order]
+    same_prev = np.zeros(len(sp), bool)
+    same_prev[1:] = sp[1:] == sp[:-1]
+    is_inv = st == INVOKE
+    prev_inv = np.zeros(len(sp), bool)
+    prev_inv[1:] = is_inv[:-1]
+    # An invocation followed by another invocation of the same process: malformed.
+    dbl = is_inv[:-1] & is_inv[1:] & same_prev[1:]
+    if dbl.any():
+        k = int(np.flatnonzero(dbl)[0])
+        i = int(spos[k + 1])
+        raise HistoryError(f"op {int(index[i])} (position {i}): process {procs[i]} invokes a new operation "
+                           f"before its operation {int(index[spos[k]])} completed",
+                           fix="each process has at most one outstanding operation; give a crashed process a new id")
+    comp = ~is_inv
+    paired = comp & same_prev & prev_inv
+    inv_of = np.full(len(sp), -1, np.int64)
+    inv_of[1:][paired[1:]] = spos[:-1][paired[1:]]
+    next_same = np.zeros(len(sp), bool)
+    next_same[:-1] = same_prev[1:]
+    dangling = is_inv & ~(next_same & np.r_[~is_inv[1:], False])
+    # transactions: completions plus dangling invocations (as info), in history order
+    tpos = np.concatenate([spos[comp], spos[dangling]])
+    tinv = np.concatenate([inv_of[comp], spos[dangling]])
+    ttype = np.concatenate([st[comp], np.full(int(dangling.sum()), INFO, np.int8)])
+    o2 = np.argsort(tpos, kind="stable")
+    tpos, tinv, ttype = tpos[o2], tinv[o2], ttype[o2]
+    t_index = index[tpos]
+    t_invoke = np.where(tinv >= 0, index[np.maximum(tinv, 0)], -1)
+    pcodes, plist = _codes([procs[i] for i in tpos], "process")
+    processes = plist if plist is not None else None
+    if processes is None:
+        uniq, pcodes = np.unique(pcodes, return_inverse=True)
+        processes = [int(x) for x in uniq]
+    t_time = [ops[i].get("time") for i in tpos]
+    for i in tpos:
+        f = ops[i].get("f", "txn")
+        if f != "txn":
+            raise ValueError("f")
+    values = [ops[i]["value"] for i in tpos]
+    # A failed op may carry value None: no micro-ops.
+    values = [[] if v is None and ttype[j] == FAIL else v for j, v in enumerate(values)]
+    lens = np.fromiter(map(len, values), np.int64, count=len(values))
+    flat = list(chain.from_iterable(values))
+    del values
+    M = len(flat)
+    if M and set(map(len, flat)) != {3}:
+        raise ValueError("mop length")
+    m_txn = np.repeat(np.arange(len(tpos), dtype=np.int64), lens)
+    fs = [m[0] for m in flat]
+    m_f = np.fromiter(map(F_CODES.__getitem__, fs), np.int8, count=M)
+    del fs
+    if M and not np.isin(m_f, _ALLOWED[workload]).all():
+        raise ValueError("mop f")
+    ks = [m[1] for m in flat]
+    if type(None) in set(map(type, ks)):
+        raise TypeError("null key")
+    m_key, keys = _codes(ks, "key")
+    del ks
+    is_read = m_f == R
+    ridx = np.flatnonzero(is_read)
+    widx = np.flatnonzero(~is_read)
+    wv = [flat[i][2] for i in widx]
+    rv = [flat[i][2] for i in ridx]
+    del flat
+    m_val = np.zeros(M, np.int64)
+    m_nil = np.zeros(M, bool)
+    t_is_ok = ttype == OK
+    if workload == "list-append":
+        if any(v is None for v in wv):
+            raise TypeError("null append")
+        rnil = np.fromiter((v is None for v in rv), bool, count=len(rv))
+        # An ok read of nil is an empty list (Jepsen clients return nil for a missing key);
+        # a nil read in an info or failed op is unknown.
+        ok_of_read = t_is_ok[m_txn[ridx]]
+        unknown = rnil & ~ok_of_read
+        rl = np.fromiter((0 if v is None else len(v) for v in rv), np.int64, count=len(rv))
+        if len(rv) and any(not isinstance(v, list) for v in rv if v is not None):
+            raise TypeError("read not list")
+        elems = list(chain.from_iterable(v for v in rv if v))
+        del rv
+        allv = wv + elems
+        codes, vtable = _codes(allv, "value")
+        if vtable is not None and None in vtable:
+            raise TypeError("null element")
+        m_val[widx] = codes[:len(wv)]
+        r_elem = codes[len(wv):]
+        r_off = np.zeros(len(ridx) + 1, np.int64)
+        np.cumsum(rl, out=r_off[1:])
+        m_val[ridx] = np.arange(len(ridx))
+        m_nil[ridx] = unknown
+        return History(workload, n, t_index, t_invoke, pcodes, ttype, t_time, processes, m_txn, m_f,
+                       m_key, m_val, m_nil, keys, vtable, r_off, r_elem)
+    # rw-register: nil reads are the initial state (ok ops) or unknown (others)
+    rnil = np.fromiter((v is None for v in rv), bool, count=len(rv))
+    wnil = np.fromiter((v is None for v in wv), bool, count=len(wv))
+    allv = [v for v in wv if v is not None] + [v for v in rv if v is not None]
+    if wnil.any():
+        raise TypeError("null write")
+    if any(isinstance(v, (list, dict)) for v in allv):
+        raise TypeError("register value")
+    codes, vtable = _codes(allv, "value")
+    nw = int((~wnil).sum())
+    wcodes = np.full(len(wv), -1, np.int64)
+    wcodes[~wnil] = codes[:nw]
+    rcodes = np.full(len(rv), -1, np.int64)
+    rcodes[~rnil] = codes[nw:]
+    m_val[widx] = wcodes
+    m_val[ridx] = rcodes
+    m_nil[widx] = wnil
+    m_nil[ridx] = rnil
+    return History(workload, n, t_index, t_invoke, pcodes, ttype, t_time, processes, m_txn, m_f,
+                   m_key, m_val, m_nil, keys, vtable)
