@@ -1,0 +1,1 @@
+"""Schedule files (TOML) shipped as package data; see schedules/README in the repository README."""
