@@ -95,7 +95,7 @@ def _print_run(out, d: dict) -> None:
         for s in r["steps"]:
             what = s["sql"] if s["sql"] is not None else f"op {s.get('op')}"
             flag = ("blocked, done after " + str(s["completed_at"])) if s["blocked"] else ""
-            res = (s["sqlstate"] + " " + (s["error"] or "")) if s["status"] == "error" else (str(s["rows"]) if s["rows"] else "")
+            res = ((s["sqlstate"] or "-") + " " + (s["error"] or "")) if s["status"] == "error" else (str(s["rows"]) if s["rows"] else "")
             rows.append((s["index"], s["session"], what[:60], flag, res[:60]))
         table(out, title, ["#", "session", "step", "blocking", "result"], rows)
         for f in r["final"]:
