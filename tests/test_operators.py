@@ -197,3 +197,13 @@ def test_fold_refuses_bad_conflict_sets():
         fold_lww([PEN, f("rx-3", "penicillin", st=7)])
     with pytest.raises(NotContradicting):
         fold_evi([PEN, f("rx-3", "aspirin", st=7, subject="bob")])
+
+
+def test_every_invalid_input_has_its_own_exception_under_one_root():
+    from toki.errors import AmbiguousIncumbents, InvalidConfidence, InvalidPeriod
+
+    kinds = [InvalidConfidence, InvalidPeriod, NotContradicting, InvalidVote, AmbiguousIncumbents]
+    assert len(set(kinds)) == 5 and all(issubclass(k, TokiError) for k in kinds)
+    for i, a in enumerate(kinds):
+        for b in kinds[i + 1:]:
+            assert not issubclass(a, b) and not issubclass(b, a)

@@ -22,7 +22,7 @@ import enum
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 from psycopg import errors as pgerr
@@ -128,7 +128,7 @@ class Clock:
 
     def now(self) -> datetime:
         with self._lock:
-            t = datetime.utcnow()
+            t = datetime.now(timezone.utc).replace(tzinfo=None)
             if t <= self._last:
                 t = self._last + timedelta(microseconds=1)
             self._last = t
