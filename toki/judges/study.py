@@ -11,10 +11,12 @@ inputs, by construction
     19 of 72 cells wobble (0.05 < p < 0.95): 13 evidence-tied, 4 ambiguous, 1 clear, 1 rule;
     at temperature 0, 13 of 36 pairs change winner with order alone, 6 favouring position A and
     7 position B; the newer record wins 15/16 clear-update cells, 10/20 evidence-tied, 3/12 rule.
+    41 of the 72 cells (17/30 of them, the calibration study's deterministic share) have p
+    exactly 0 or 1.
 fitted (least squares, deterministic)
     the 19 wobbling cells' probabilities are Beta quantiles on (0.5, 0.95) fitted to the published
-    C(2) = 0.685, C(10) = 0.180, C(24) = 0.045; the 53 other cells' distance from 0/1 is scaled
-    so that the mean 2p(1-p) over the 72 cells is the published prediction 0.0921.
+    C(2) = 0.685, C(10) = 0.180, C(24) = 0.045; the 12 remaining cells' distance from 0/1 is
+    scaled so that the mean 2p(1-p) over the 72 cells is the published prediction 0.0921.
 measured (by the experiments, by sampling the judge)
     observed disagreement, C(t) curves, calibration deviation and R², temperature sweeps, and
     the effect of canonicalisation on order flips.
@@ -48,6 +50,8 @@ PUBLISHED = {
     "order_flips_favour_a": 6,
     "order_flips_favour_b": 7,
     "newer_won_t0": {"clear": [15, 16], "evidence-tied": [10, 20], "rule": [3, 12]},
+    # the calibration study: 17 of its 30 cells deterministic; read as a share of all cells
+    "deterministic_share": 17 / 30,
 }
 
 WOBBLE_LOW, WOBBLE_HIGH = 0.05, 0.95
@@ -234,7 +238,8 @@ def local_judge_study(seed: int = 42) -> Study:
     # The other cells sit within 0.05 of certainty; their distance eps is scaled so that the mean
     # of 2p(1-p) over all 72 cells equals the published prediction.
     others = [(p.index, o) for p in pairs for o in ("older-first", "newer-first") if (p.index, o) not in wob]
-    raw = [rng.expovariate(1.0) * (rng.random() < 0.8) for _ in others]  # about 1 in 5 exactly certain
+    certain = set(rng.sample(range(len(others)), round(PUBLISHED["deterministic_share"] * 72)))
+    raw = [0.0 if i in certain else rng.expovariate(1.0) for i in range(len(others))]
     need = PUBLISHED["disagreement_t1_predicted"] * 72 - sum(disagreement(m) for m in margins)
     lo, hi = 0.0, 1.0
     for _ in range(100):  # bisection on the scale, eps capped below the wobble threshold
