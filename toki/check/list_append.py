@@ -55,31 +55,51 @@ class Codes:
         return -(np.asarray(k, np.int64) - self.kmin) - 1
 
 
+def _group_order(h: History) -> tuple[np.ndarray, np.ndarray]:
+    """Mops sorted by (txn, key), keeping their order inside a transaction; group starts."""
+    m_txn, m_key = h.m_txn, h.m_key
+    M = len(m_txn)
+    if M == 0:
+        return np.zeros(0, np.int64), np.zeros(0, bool)
+    kmin = int(m_key.min())
+    span = int(m_key.max()) - kmin + 1
+    if span * (int(m_txn[-1]) + 1) < 2 ** 62:
+        o = np.argsort(m_txn * span + (m_key - kmin), kind="stable")
+    else:
+        o = np.lexsort((np.arange(M), m_key, m_txn))
+    st, sk = m_txn[o], m_key[o]
+    newg = np.empty(M, bool)
+    newg[0] = True
+    newg[1:] = (st[1:] != st[:-1]) | (sk[1:] != sk[:-1])
+    return o, newg
+
+
 def analyse(h: History) -> dict:
     """Return {"edges": [EdgeSet...], "anomalies": {...}} for a list-append history."""
-    T = h.n_txns
     ttype = h.t_type
     m_txn, m_f, m_key, m_val, m_nil = h.m_txn, h.m_f, h.m_key, h.m_val, h.m_nil
     M = len(m_txn)
-    mtype = ttype[m_txn] if M else np.zeros(0, np.int8)
-    possible_m = mtype != FAIL
     anomalies: dict[str, list] = {}
 
     ai = np.flatnonzero(m_f == APPEND)
-    ri = np.flatnonzero((m_f == R) & ~m_nil)   # reads with a known list
+    ri = np.flatnonzero((m_f == R) & ~m_nil)   # reads with a known list (ok nil = empty)
     rows = m_val[ri]
     rlen = (h.r_off[rows + 1] - h.r_off[rows]).astype(np.int64)
-    # element table for known reads
-    e_read = np.repeat(np.arange(len(ri)), rlen)            # index into ri
-    e_pos = np.arange(int(rlen.sum())) - np.repeat(np.cumsum(rlen) - rlen, rlen)
-    e_start = h.r_off[rows]
-    e_val = h.r_elem[np.repeat(e_start, rlen) + e_pos] if len(e_read) else np.zeros(0, np.int64)
-    e_key = m_key[ri][e_read]
-    allv = np.concatenate([m_val[ai], e_val])
-    allk = np.concatenate([m_key[ai], m_key[ri]]) if len(ri) or len(ai) else np.zeros(0, np.int64)
-    C = Codes(allk, allv)
+    rstart = h.r_off[rows]
+    rk = m_key[ri]
+    r_txn = m_txn[ri]
+    r_type = ttype[r_txn]
+    r_poss = r_type != FAIL
+    nonempty = rlen > 0
+    elem = h.r_elem                               # elements of every known read, in ri order
+    C = Codes(np.concatenate([m_key[ai], rk]), np.concatenate([m_val[ai], elem[rstart[nonempty]]])
+              if len(ai) or nonempty.any() else np.zeros(0, np.int64))
+    if len(elem) and C.uniq is None:
+        lo_, hi_ = int(elem.min()), int(elem.max())
+        if lo_ < C.vmin or hi_ >= C.vmin + C.vr:
+            C = Codes(np.concatenate([m_key[ai], rk]), np.concatenate([m_val[ai], elem]))
 
-    # --- append index: (key, value) -> append mop; unique appends ---
+    # --- append index: (key, value) -> append mop; appends must be unique ---
     acode = C.pair(m_key[ai], m_val[ai])
     ao = np.argsort(acode, kind="stable")
     acs = acode[ao]
@@ -93,194 +113,200 @@ def analyse(h: History) -> dict:
     a_sorted_mop = ai[ao]
 
     def writer_mop(codes):
-        p = np.searchsorted(acs, codes)
-        p = np.minimum(p, max(len(acs) - 1, 0))
-        found = (acs[p] == codes) if len(acs) else np.zeros(len(codes), bool)
-        return np.where(found, a_sorted_mop[p] if len(acs) else -1, -1)
+        if len(acs) == 0:
+            return np.full(len(codes), -1, np.int64)
+        p = np.minimum(np.searchsorted(acs, codes), len(acs) - 1)
+        return np.where(acs[p] == codes, a_sorted_mop[p], -1)
 
-    e_code = C.pair(e_key, e_val)
-    e_wm = writer_mop(e_code)                 # writer mop of each element, -1 unknown
-    e_wt = np.where(e_wm >= 0, m_txn[np.maximum(e_wm, 0)], -1)
-    r_txn = m_txn[ri]
-    r_type = ttype[r_txn]
-    e_rt = r_txn[e_read]
+    def writer_txn(codes, possible_only=False):
+        wm = writer_mop(codes)
+        wt = np.where(wm >= 0, m_txn[np.maximum(wm, 0)], -1)
+        if possible_only:
+            wt = np.where((wt >= 0) & (ttype[np.maximum(wt, 0)] != FAIL), wt, -1)
+        return wt
 
-    # --- G1a: ok reads holding elements appended by failed txns ---
-    e_wtype = np.where(e_wt >= 0, ttype[np.maximum(e_wt, 0)], -1)
-    g1a = np.flatnonzero((e_wtype == FAIL) & (r_type[e_read] == OK))
-    if len(g1a):
-        anomalies["G1a"] = [{"op": int(e_rt[i]), "mop": int(ri[e_read[i]]), "writer": int(e_wt[i]),
-                             "element": int(e_val[i])} for i in g1a]
-
-    # --- future-read: an ok txn reads an element it appends later ---
-    fr = np.flatnonzero((e_wt == e_rt) & (e_wm > ri[e_read]) & (r_type[e_read] == OK))
-    if len(fr):
-        seen = set()
-        cases = []
-        for i in fr:
-            t = int(e_rt[i])
-            if t not in seen:
-                seen.add(t)
-                cases.append({"op": t, "mop": int(ri[e_read[i]]), "element": int(e_val[i])})
-        anomalies["future-read"] = cases
-
-    # --- G1b: last element of an ok read is an intermediate append of another txn ---
-    at = m_txn[ai]
-    ak = m_key[ai]
-    o = np.lexsort((ai, ak, at))
-    inter = np.zeros(len(ai), bool)
-    if len(ai) > 1:
-        nxt_same = (at[o][1:] == at[o][:-1]) & (ak[o][1:] == ak[o][:-1])
-        inter[o[:-1][nxt_same]] = True
-    inter_mop = np.zeros(M, bool)
-    inter_mop[ai[inter]] = True
-    nonempty = rlen > 0
-    last_idx = np.cumsum(rlen) - 1
-    r_last_wm = np.full(len(ri), -1, np.int64)
-    r_last_wm[nonempty] = e_wm[last_idx[nonempty]]
-    r_last_wt = np.where(r_last_wm >= 0, m_txn[np.maximum(r_last_wm, 0)], -1)
-    g1b = np.flatnonzero((r_last_wm >= 0) & inter_mop[np.maximum(r_last_wm, 0)] & (r_last_wt != r_txn)
-                         & (r_type == OK))
-    if len(g1b):
-        anomalies["G1b"] = [{"op": int(r_txn[i]), "mop": int(ri[i]), "writer": int(r_last_wt[i]),
-                             "element": int(e_val[last_idx[i]])} for i in g1b]
-
-    # --- duplicate-elements within one read (ok and info txns) ---
-    if len(e_code):
-        od = np.lexsort((e_code, e_read))
-        same = (e_read[od][1:] == e_read[od][:-1]) & (e_code[od][1:] == e_code[od][:-1])
-        dmask = same & (r_type[e_read[od][1:]] != FAIL)
-        if dmask.any():
-            cases: dict[int, dict] = {}
-            for j in np.flatnonzero(dmask):
-                r = int(e_read[od][j + 1])
-                el = int(e_val[od][j + 1])
-                c = cases.setdefault(r, {"op": int(r_txn[r]), "mop": int(ri[r]), "duplicates": {}})
-                c["duplicates"][el] = c["duplicates"].get(el, 1) + 1
-            anomalies["duplicate-elements"] = list(cases.values())
-
-    # --- version order per key: the longest possible read; incompatible orders ---
-    poss_r = r_type != FAIL
-    pr = np.flatnonzero(poss_r & nonempty)
-    order_key = np.zeros(0, np.int64)
-    order_code = np.zeros(0, np.int64)
-    order_val = np.zeros(0, np.int64)
-    longest_of_key: dict[int, int] = {}
+    # --- longest possible read per key, and every read compared with it ---
+    pr = np.flatnonzero(r_poss & nonempty)
+    lk = np.zeros(0, np.int64)
+    lr = np.zeros(0, np.int64)
+    compat = np.ones(len(ri), bool)
+    L_of = np.full(len(ri), -1, np.int64)
     if len(pr):
-        rk = m_key[ri[pr]]
-        o = np.lexsort((pr, rlen[pr], rk))
-        last_of_key = np.r_[rk[o][1:] != rk[o][:-1], True]
-        lr = pr[o[last_of_key]]                # read (index into ri) that is longest for its key
-        lk = m_key[ri[lr]]
-        # compare every element of every possible read with the longest read's element at the same position
-        kpos = np.searchsorted(lk, m_key[ri])  # lk is sorted by key
-        kpos = np.minimum(kpos, len(lk) - 1)
-        e_longest = lr[kpos[e_read]]
-        ok_e = poss_r[e_read] & (lk[kpos[e_read]] == e_key)
-        lstart = np.cumsum(rlen) - rlen
-        cmp_code = e_code.copy()
-        lidx = lstart[e_longest] + e_pos
-        valid = ok_e & (e_pos < rlen[e_longest])
-        cmp_code[valid] = e_code[np.minimum(lidx[valid], len(e_code) - 1)]
-        bad_e = ok_e & ((~valid) | (cmp_code != e_code))
-        if bad_e.any():
-            bad_reads = np.unique(e_read[bad_e])
+        o = np.lexsort((pr, rlen[pr], rk[pr]))
+        last = np.r_[rk[pr][o][1:] != rk[pr][o][:-1], True]
+        lr = pr[o[last]]
+        lk = rk[lr]                                  # sorted
+        kp = np.minimum(np.searchsorted(lk, rk), len(lk) - 1)
+        has = lk[kp] == rk
+        L_of = np.where(has, lr[kp], -1)
+        cmp = np.flatnonzero(has & r_poss & nonempty)
+        # element-level prefix comparison against the longest read of the same key
+        n_el = rlen[cmp]
+        e_read = np.repeat(cmp, n_el)
+        e_pos = np.arange(int(n_el.sum())) - np.repeat(np.cumsum(n_el) - n_el, n_el)
+        Lr = L_of[e_read]
+        mine = elem[rstart[e_read] + e_pos]
+        theirs = elem[rstart[Lr] + np.minimum(e_pos, rlen[Lr] - 1)]
+        bad = (mine != theirs) | (e_pos >= rlen[Lr])
+        if bad.any():
+            bad_reads = np.unique(e_read[bad])
+            compat[bad_reads] = False
             cases = {}
-            for r in bad_reads:
-                k = int(m_key[ri[r]])
-                if k in cases:
-                    continue
-                L = int(e_longest[np.flatnonzero(e_read == r)[0]])
-                cases[k] = {"key": k, "values": [int(ri[r]), int(ri[L])]}
+            for r in bad_reads.tolist():
+                k = int(rk[r])
+                if k not in cases:
+                    cases[k] = {"key": k, "values": [int(ri[r]), int(ri[L_of[r]])]}
             anomalies["incompatible-order"] = list(cases.values())
-        # order: elements of longest reads, first occurrence of each value
-        lsel = np.isin(e_read, lr)
-        ok_ = np.flatnonzero(lsel)
-        ok_ = ok_[np.lexsort((e_pos[ok_], e_key[ok_]))]
-        _, first = np.unique(e_code[ok_], return_index=True)
-        keep = np.sort(first)
-        sel = ok_[keep]
-        sel = sel[np.lexsort((e_pos[sel], e_key[sel]))]
-        order_key, order_code, order_val = e_key[sel], e_code[sel], e_val[sel]
-        longest_of_key = {}
-    # keys with a single append and no non-empty read: order is [v]
-    ak_all = m_key[ai]
-    uk, cnt = np.unique(ak_all, return_counts=True)
+
+    # --- version order per key: distinct elements of the longest read ---
+    n_l = rlen[lr]
+    l_read = np.repeat(lr, n_l)
+    l_pos = np.arange(int(n_l.sum())) - np.repeat(np.cumsum(n_l) - n_l, n_l)
+    order_key = rk[l_read]
+    order_val = elem[rstart[l_read] + l_pos]
+    order_code = C.pair(order_key, order_val)
+    first_dup = {}
+    if len(order_code):
+        _, first = np.unique(order_code, return_index=True)
+        if len(first) < len(order_code):
+            keepm = np.zeros(len(order_code), bool)
+            keepm[first] = True
+            for i in np.flatnonzero(~keepm).tolist():
+                r = int(l_read[i])
+                first_dup.setdefault(r, int(l_pos[i]))
+            order_key, order_val, order_code, l_read = (order_key[keepm], order_val[keepm], order_code[keepm],
+                                                        l_read[keepm])
+    # keys appended exactly once and never read non-empty: order is [v]
+    uk, cnt = np.unique(m_key[ai], return_counts=True)
     single = uk[cnt == 1]
-    single = single[~np.isin(single, order_key)]
+    single = single[~np.isin(single, lk)]
     if len(single):
-        sm = ai[np.isin(ak_all, single)]
+        sm = ai[np.isin(m_key[ai], single)]
         order_key = np.concatenate([order_key, m_key[sm]])
-        order_code = np.concatenate([order_code, C.pair(m_key[sm], m_val[sm])])
         order_val = np.concatenate([order_val, m_val[sm]])
-        o = np.argsort(order_key, kind="stable")
-        order_key, order_code, order_val = order_key[o], order_code[o], order_val[o]
-    # position of each element in its key's order
-    okey_start = np.r_[0, np.flatnonzero(order_key[1:] != order_key[:-1]) + 1] if len(order_key) else np.zeros(0, np.int64)
-    opos = np.arange(len(order_key)) - np.repeat(okey_start, np.diff(np.r_[okey_start, len(order_key)])) \
-        if len(order_key) else np.zeros(0, np.int64)
+        order_code = np.concatenate([order_code, C.pair(m_key[sm], m_val[sm])])
+        so = np.argsort(order_key, kind="stable")
+        order_key, order_val, order_code = order_key[so], order_val[so], order_code[so]
+    nO = len(order_key)
+    kstart_mask = np.r_[True, order_key[1:] != order_key[:-1]] if nO else np.zeros(0, bool)
+    kstarts = np.flatnonzero(kstart_mask)
+    opos = np.arange(nO) - np.repeat(kstarts, np.diff(np.r_[kstarts, nO])) if nO else np.zeros(0, np.int64)
+    okeys = order_key[kstarts]
+    olast = np.r_[kstarts[1:], nO] - 1 if nO else np.zeros(0, np.int64)
     oc_sort = np.argsort(order_code)
     oc_sorted = order_code[oc_sort]
 
-    def lookup_order(codes):
-        p = np.searchsorted(oc_sorted, codes)
-        p = np.minimum(p, max(len(oc_sorted) - 1, 0))
-        found = (oc_sorted[p] == codes) if len(oc_sorted) else np.zeros(len(codes), bool)
-        return np.where(found, oc_sort[p] if len(oc_sorted) else -1, -1)
+    def order_index(codes):
+        if nO == 0:
+            return np.full(len(codes), -1, np.int64)
+        p = np.minimum(np.searchsorted(oc_sorted, codes), nO - 1)
+        return np.where(oc_sorted[p] == codes, oc_sort[p], -1)
 
-    # previous version of each append (possible txns only)
-    pa = ai[possible_m[ai]]
-    pa_code = C.pair(m_key[pa], m_val[pa])
-    pa_o = lookup_order(pa_code)
-    # last element of each key's order
-    if len(order_key):
-        ukeys, last_i = np.unique(order_key[::-1], return_index=True)
-        last_i = len(order_key) - 1 - last_i
-    else:
-        ukeys, last_i = np.zeros(0, np.int64), np.zeros(0, np.int64)
-    prev_code = C.init(m_key[pa])
-    prev_val = np.full(len(pa), INIT, np.int64)
-    known = pa_o >= 0
-    has_prev = known & (opos[np.maximum(pa_o, 0)] > 0 if len(opos) else known)
-    idx_prev = np.maximum(pa_o, 0) - 1
-    prev_code[has_prev] = order_code[idx_prev[has_prev]]
-    prev_val[has_prev] = order_val[idx_prev[has_prev]]
-    unk = ~known
-    if unk.any() and len(ukeys):
-        kp = np.searchsorted(ukeys, m_key[pa][unk])
-        kp2 = np.minimum(kp, len(ukeys) - 1)
-        has = ukeys[kp2] == m_key[pa][unk]
-        li = last_i[kp2]
-        pc = prev_code[unk]
-        pv = prev_val[unk]
-        pc[has] = order_code[li[has]]
-        pv[has] = order_val[li[has]]
-        prev_code[unk] = pc
-        prev_val[unk] = pv
+    # writer of each element of the order, and first failed writer position per key
+    o_wt = writer_txn(order_code)
+    o_wtype = np.where(o_wt >= 0, ttype[np.maximum(o_wt, 0)], INFO)
 
-    # writer of each version code among possible txns
-    def possible_writer_txn(codes):
-        wm = writer_mop(codes)
-        wt = np.where(wm >= 0, m_txn[np.maximum(wm, 0)], -1)
-        return np.where((wt >= 0) & (ttype[np.maximum(wt, 0)] != FAIL), wt, -1)
+    # --- duplicate-elements: compatible reads longer than the first duplicate of their longest read ---
+    dups = []
+    if first_dup:
+        for i in np.flatnonzero(compat & r_poss & nonempty).tolist():
+            L = int(L_of[i])
+            if L in first_dup and rlen[i] > first_dup[L]:
+                dups.append(i)
+    for i in np.flatnonzero(~compat).tolist():
+        vals = elem[rstart[i]:rstart[i] + rlen[i]]
+        if len(np.unique(vals)) < len(vals):
+            dups.append(i)
+    if dups:
+        cases = []
+        for i in sorted(set(dups)):
+            vals, counts = np.unique(elem[rstart[i]:rstart[i] + rlen[i]], return_counts=True)
+            cases.append({"op": int(r_txn[i]), "mop": int(ri[i]),
+                          "duplicates": {int(v): int(c) for v, c in zip(vals, counts) if c > 1}})
+        anomalies["duplicate-elements"] = cases
 
-    # ww edges
-    pw = np.where(prev_code >= 0, possible_writer_txn(np.maximum(prev_code, 0)), -1)
+    # --- G1a: ok reads holding elements appended by failed txns ---
+    fail_pos = np.full(len(okeys), np.iinfo(np.int64).max)
+    fo = np.flatnonzero(o_wtype == FAIL)
+    if len(fo):
+        kidx = np.searchsorted(okeys, order_key[fo])
+        np.minimum.at(fail_pos, kidx, opos[fo])
+        kp = np.minimum(np.searchsorted(okeys, rk), max(len(okeys) - 1, 0))
+        rfp = np.where(okeys[kp] == rk, fail_pos[kp], np.iinfo(np.int64).max) if len(okeys) else \
+            np.full(len(ri), np.iinfo(np.int64).max)
+        g1a_reads = np.flatnonzero(compat & (r_type == OK) & (rlen > rfp))
+        inc = np.flatnonzero(~compat & (r_type == OK))
+        cases = []
+        for i in g1a_reads.tolist() + inc.tolist():
+            vals = elem[rstart[i]:rstart[i] + rlen[i]]
+            wt = writer_txn(C.pair(np.full(len(vals), rk[i]), vals))
+            for v, t in zip(vals.tolist(), wt.tolist()):
+                if t >= 0 and ttype[t] == FAIL:
+                    cases.append({"op": int(r_txn[i]), "mop": int(ri[i]), "writer": int(t), "element": int(v)})
+        if cases:
+            anomalies["G1a"] = cases
+
+    # --- per (txn, key) groups: future-read, internal, lost-update ---
+    go, newg = _group_order(h)
+    a_oi = order_index(C.pair(m_key[ai], m_val[ai]))   # position of each append in the order
+    mop_opos = np.full(M, -1, np.int64)
+    mop_opos[ai] = np.where(a_oi >= 0, opos[np.maximum(a_oi, 0)], -1)
+    mop_rlen = np.full(M, -1, np.int64)
+    mop_rlen[ri] = rlen
+    fr = _future_reads(h, go, newg, mop_opos, mop_rlen, ri, compat)
+    if fr:
+        anomalies["future-read"] = fr
+
+    # --- G1b: last element of an ok read is an intermediate append of another txn ---
+    last_code = np.zeros(len(ri), np.int64)
+    last_val = np.full(len(ri), INIT, np.int64)
+    last_val[nonempty] = elem[rstart[nonempty] + rlen[nonempty] - 1]
+    last_code[nonempty] = C.pair(rk[nonempty], last_val[nonempty])
+    last_wm = np.where(nonempty, writer_mop(last_code), -1)
+    sa = np.flatnonzero(m_f[go] == APPEND)
+    inter_mop = np.zeros(M, bool)
+    nxt = sa[:-1][(sa[1:] == sa[:-1] + 1) & ~newg[sa[1:]]]  # append followed by another append of the group
+    # an append is intermediate if any later append exists in its group
+    if len(sa):
+        gid = np.cumsum(newg) - 1
+        ga = gid[sa]
+        later = np.r_[ga[1:] == ga[:-1], False]
+        inter_mop[go[sa[later]]] = True
+    del nxt
+    last_wt = np.where(last_wm >= 0, m_txn[np.maximum(last_wm, 0)], -1)
+    g1b = np.flatnonzero((last_wm >= 0) & inter_mop[np.maximum(last_wm, 0)] & (last_wt != r_txn) & (r_type == OK))
+    if len(g1b):
+        anomalies["G1b"] = [{"op": int(r_txn[i]), "mop": int(ri[i]), "writer": int(last_wt[i]),
+                             "element": int(last_val[i])} for i in g1b]
+
+    # --- dependency edges ---
+    poss_a = ai[ttype[m_txn[ai]] != FAIL]
+    pa_oi = a_oi[ttype[m_txn[ai]] != FAIL]
+    known = pa_oi >= 0
+    prev_val = np.full(len(poss_a), INIT, np.int64)
+    prev_code = C.init(m_key[poss_a])
+    hp = np.zeros(len(poss_a), bool)
+    hp[known] = opos[pa_oi[known]] > 0
+    prev_val[hp] = order_val[pa_oi[hp] - 1]
+    prev_code[hp] = order_code[pa_oi[hp] - 1]
+    unk = np.flatnonzero(~known)
+    if len(unk) and len(okeys):
+        kp = np.minimum(np.searchsorted(okeys, m_key[poss_a[unk]]), len(okeys) - 1)
+        has = okeys[kp] == m_key[poss_a[unk]]
+        li = olast[kp[has]]
+        prev_val[unk[has]] = order_val[li]
+        prev_code[unk[has]] = order_code[li]
+    # ww: writer of the previous element -> appender
+    pw = np.where(prev_code >= 0, writer_txn(np.maximum(prev_code, 0), True), -1)
     m = pw >= 0
-    ww = EdgeSet(WW, pw[m], m_txn[pa][m], m_key[pa][m], prev_val[m], m_val[pa][m])
-
-    # wr edges: reads (ok, and info with a known list) whose last element has a possible writer
-    r_poss = r_type != FAIL
-    lastcode = np.full(len(ri), 0, np.int64)
-    lastcode[nonempty] = e_code[last_idx[nonempty]]
-    lastval = np.full(len(ri), INIT, np.int64)
-    lastval[nonempty] = e_val[last_idx[nonempty]]
-    wt = np.where(nonempty, possible_writer_txn(lastcode), -1)
+    a_txn = m_txn[poss_a]
+    ww = EdgeSet(WW, pw[m], a_txn[m], m_key[poss_a][m], prev_val[m], m_val[poss_a][m])
+    # wr: writer of a read's last element -> reader
+    wt = np.where(nonempty, writer_txn(last_code, True), -1)
     m = (wt >= 0) & r_poss
-    wr = EdgeSet(WR, wt[m], r_txn[m], m_key[ri][m], lastval[m], lastval[m])
-
-    # read index: version code -> reading txns (ok/info reads; ok nil reads are the empty list)
-    vcode = np.where(nonempty, lastcode, C.init(m_key[ri]))
+    wr = EdgeSet(WR, wt[m], r_txn[m], rk[m], last_val[m], last_val[m])
+    # rw: readers of the previous version -> appender
+    vcode = np.where(nonempty, last_code, C.init(rk))
     rsel = np.flatnonzero(r_poss)
     rv = vcode[rsel]
     ro = np.argsort(rv, kind="stable")
@@ -289,44 +315,81 @@ def analyse(h: History) -> dict:
     lo = np.searchsorted(rvs, prev_code, "left")
     hi = np.searchsorted(rvs, prev_code, "right")
     cnt = hi - lo
+    rep = np.repeat(np.arange(len(poss_a)), cnt)
     srcs = rtx[np.repeat(lo, cnt) + (np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))]
-    rep = np.repeat(np.arange(len(pa)), cnt)
-    rw = EdgeSet(RW, srcs, m_txn[pa][rep], m_key[pa][rep], prev_val[rep], m_val[pa][rep])
+    rw = EdgeSet(RW, srcs, a_txn[rep], m_key[poss_a][rep], prev_val[rep], m_val[poss_a][rep])
 
-    # --- internal consistency (ok txns), Python over (txn, key) groups with a read after another mop ---
-    internal = _internal_cases(h, ri, rows)
+    internal = _internal_cases(h, go, newg, ri, rows)
     if internal:
         anomalies["internal"] = internal
-
-    # --- dirty update: committed append right after a failed one in a key's order ---
-    du = _dirty_updates(h, order_key, order_val, C, writer_mop)
+    du = _dirty_updates(h, order_key, order_val, o_wt, o_wtype)
     if du:
         anomalies["dirty-update"] = du
-
-    # --- lost update: two ok txns read the same version of k and both append to k ---
-    lu = _lost_updates(h, ri, vcode)
+    lu = _lost_updates(h, go, newg, ri, vcode)
     if lu:
         anomalies["lost-update"] = lu
-
     return {"edges": [ww, wr, rw], "anomalies": anomalies, "codes": C}
 
 
-def _internal_cases(h: History, ri: np.ndarray, rows: np.ndarray) -> list[dict]:
-    m_txn, m_key, m_f = h.m_txn, h.m_key, h.m_f
+def _future_reads(h, go, newg, mop_opos, mop_rlen, ri, compat) -> list[dict]:
+    """An ok txn reads (before appending it) an element it appends later in the same txn."""
+    M = len(go)
+    if M == 0:
+        return []
+    okm = h.t_type[h.m_txn[go]] == OK
+    is_read = (h.m_f[go] == R) & (mop_rlen[go] >= 0)
+    is_app = h.m_f[go] == APPEND
+    gid = np.cumsum(newg) - 1
+    # running max of read lengths so far within the group (offset trick for a segmented max)
+    big = int(mop_rlen.max(initial=0)) + 2
+    val = np.where(is_read, mop_rlen[go], -1) + gid * big
+    run = np.maximum.accumulate(val) - gid * big
+    prev_max = np.r_[-1, run[:-1]]
+    prev_max[newg] = -1
+    cand = np.flatnonzero(is_app & okm & (mop_opos[go] >= 0) & (mop_opos[go] < prev_max))
+    cases, seen = [], set()
+    for j in cand.tolist():
+        t = int(h.m_txn[go[j]])
+        if t in seen:
+            continue
+        seen.add(t)
+        # the earliest read of the group that shows the element
+        g0 = j
+        while not newg[g0]:
+            g0 -= 1
+        for q in range(g0, j):
+            if is_read[q] and mop_rlen[go[q]] > mop_opos[go[j]]:
+                cases.append({"op": t, "mop": int(go[q]), "element": int(h.m_val[go[j]])})
+                break
+    # reads incompatible with the order: compare elements directly
+    for i in np.flatnonzero(~compat).tolist():
+        mm = int(ri[i])
+        t = int(h.m_txn[mm])
+        if t in seen or h.t_type[t] != OK:
+            continue
+        r = int(h.m_val[mm])
+        vals = set(h.r_elem[h.r_off[r]:h.r_off[r + 1]].tolist())
+        a, b = h.mop_range(t)
+        for q in range(mm + 1, b):
+            if h.m_f[q] == APPEND and h.m_key[q] == h.m_key[mm] and int(h.m_val[q]) in vals:
+                seen.add(t)
+                cases.append({"op": t, "mop": mm, "element": int(h.m_val[q])})
+                break
+    return cases
+
+
+def _internal_cases(h: History, o, newg, ri: np.ndarray, rows: np.ndarray) -> list[dict]:
+    m_txn, m_f = h.m_txn, h.m_f
     M = len(m_txn)
     if M == 0:
         return []
     ok_m = h.t_type[m_txn] == OK
-    # groups (txn, key) with >= 2 mops of which some later one is a read
-    o = np.lexsort((np.arange(M), m_key, m_txn))
-    st, sk = m_txn[o], m_key[o]
-    newg = np.r_[True, (st[1:] != st[:-1]) | (sk[1:] != sk[:-1])]
     gid = np.cumsum(newg) - 1
     later_read = (~newg) & (m_f[o] == R)
     cand_groups = np.unique(gid[later_read & ok_m[o]])
     if len(cand_groups) == 0:
         return []
-    row_of = {int(m): int(r) for m, r in zip(ri.tolist(), rows.tolist())}
+    row_pos = ri  # sorted: the row of read mop mm is rows[searchsorted(ri, mm)]
     gstart = np.flatnonzero(newg)
     gend = np.r_[gstart[1:], M]
     cases = []
@@ -348,7 +411,7 @@ def _internal_cases(h: History, ri: np.ndarray, rows: np.ndarray) -> list[dict]:
                 if h.m_nil[mm]:
                     read = []
                 else:
-                    r = row_of[mm]
+                    r = int(rows[np.searchsorted(row_pos, mm)])
                     read = h.r_elem[h.r_off[r]:h.r_off[r + 1]].tolist()
                 if state is not None:
                     full, s = state
@@ -362,12 +425,9 @@ def _internal_cases(h: History, ri: np.ndarray, rows: np.ndarray) -> list[dict]:
     return cases
 
 
-def _dirty_updates(h: History, order_key, order_val, C: Codes, writer_mop) -> list[dict]:
+def _dirty_updates(h: History, order_key, order_val, wt, wtype) -> list[dict]:
     if len(order_key) == 0:
         return []
-    wm = writer_mop(C.pair(order_key, order_val))
-    wt = np.where(wm >= 0, h.m_txn[np.maximum(wm, 0)], -1)
-    wtype = np.where(wt >= 0, h.t_type[np.maximum(wt, 0)], INFO)
     if not (wtype == FAIL).any():
         return []
     cases = []
@@ -392,33 +452,31 @@ def _dirty_updates(h: History, order_key, order_val, C: Codes, writer_mop) -> li
     return cases
 
 
-def _lost_updates(h: History, ri: np.ndarray, vcode: np.ndarray) -> list[dict]:
+def _lost_updates(h: History, o, newg, ri: np.ndarray, vcode: np.ndarray) -> list[dict]:
     """Per ok txn and key: the first read of k, if some append of k follows it."""
     m_txn, m_key, m_f = h.m_txn, h.m_key, h.m_f
     okm = h.t_type[m_txn] == OK
     M = len(m_txn)
     if M == 0:
         return []
-    # version read by each read mop (nil in ok = initial); unknown reads excluded
+    # version read by each known read mop (an ok nil read is the empty list)
     read_code = np.full(M, np.iinfo(np.int64).min, np.int64)
     read_code[ri] = vcode
-    nilr = (m_f == R) & h.m_nil & okm
-    read_code[nilr] = -(m_key[nilr] - 0) - 10 ** 15  # distinct "initial" marker per key
-    o = np.lexsort((np.arange(M), m_key, m_txn))
-    st, sk, sf = m_txn[o], m_key[o], m_f[o]
-    newg = np.r_[True, (st[1:] != st[:-1]) | (sk[1:] != sk[:-1])]
+    sf = m_f[o]
     gid = np.cumsum(newg) - 1
-    isr = sf == R
-    # first read position per group
-    big = M + 1
-    pos = np.arange(M)
-    fr = np.full(gid[-1] + 1, big)
-    np.minimum.at(fr, gid[isr], pos[isr])
-    # any append after first read
-    isw = sf == APPEND
-    lw = np.full(gid[-1] + 1, -1)
-    np.maximum.at(lw, gid[isw], pos[isw])
-    good = (fr < big) & (lw > fr) & okm[o][np.minimum(fr, M - 1)]
+    G = int(gid[-1]) + 1
+    rp = np.flatnonzero(sf == R)
+    fr = np.full(G, -1, np.int64)
+    if len(rp):
+        firsts = rp[np.r_[True, gid[rp][1:] != gid[rp][:-1]]]
+        fr[gid[firsts]] = firsts
+    ap = np.flatnonzero(sf == APPEND)
+    lw = np.full(G, -1, np.int64)
+    if len(ap):
+        lasts = ap[np.r_[gid[ap][1:] != gid[ap][:-1], True]]
+        lw[gid[lasts]] = lasts
+    good = (fr >= 0) & (lw > fr)
+    good[good] &= okm[o[fr[good]]]
     g = np.flatnonzero(good)
     if len(g) == 0:
         return []
