@@ -53,6 +53,7 @@ WRITE_SQL = (f"update agent_memory set confidence = current_setting('toki.seen')
              f" where fact_id = 'hot' and {_SLOT}")
 ABORT_STATES = ("40001", "40P01")
 LEVELS = (Isolation.RC, Isolation.SI, Isolation.SR)
+WARMUP_RUNS = 5  # untimed runs before a timed cell (psycopg prepares a statement at its 5th execution)
 
 
 # -- option parsing (bad input: ConfigError, exit 2) ------------------------------------------

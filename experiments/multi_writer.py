@@ -21,6 +21,7 @@ the read): outcomes then depend on timing, which is what the barrier removes.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 
@@ -84,13 +85,12 @@ def run(args, out) -> dict:
     lane = runner.lane("multi_writer")
     try:
         hot = hr.HotRow(lane)
+        policy = hr.RetryPolicy(max_retries, backoff_s) if max_retries else None
         for level in levels:
             for w in writers:
+                # each retry cell runs right after its plain twin, so both see the same machine load
                 cells.append(_cell(args.mode, runner, lane, hot, level, w, runs, pause_s, None, seed))
-        if max_retries:
-            policy = hr.RetryPolicy(max_retries, backoff_s)
-            for level in levels:
-                for w in writers:
+                if policy:
                     retry_cells.append(_cell(args.mode, runner, lane, hot, level, w, runs, pause_s, policy, seed))
     finally:
         lane.close()
@@ -98,7 +98,7 @@ def run(args, out) -> dict:
     plain = {(c["level"], c["writers"]): c for c in cells}
     for c in retry_cells:
         base = plain[(c["level"], c["writers"])]
-        c["extra_s_per_run"] = round((c["elapsed_s"] - base["elapsed_s"]) / runs, 6)
+        c["extra_ms_per_run_median"] = round(c["run_ms_median"] - base["run_ms_median"], 3)
         c["commits_per_s_without_retry"] = base["commits_per_s"]
 
     mismatches = []
@@ -127,6 +127,7 @@ def run(args, out) -> dict:
         "published_commits_per_s": PUBLISHED_COMMITS_PER_S,
         "reproduced": {"cells": len(cells) - len(mismatches), "of": len(cells), "mismatches": mismatches}
         if args.mode == "barrier" else None,
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "exit_status": 1 if mismatches else 0,
     }
 
@@ -137,18 +138,23 @@ def _cell(mode, runner, lane, hot, level: Isolation, w: int, runs: int, pause_s:
     admitted = aborted_first = commits = lost_total = 0
     recovered = gave_up = attempts = 0
     recovery_ms: list[float] = []
+    run_ms: list[float] = []
+    retry_phase_ms: list[float] = []
     states: dict[str, int] = {}
     fw = hr.FreeWriters(runner.server, lane.schema, w) if mode == "free" else None
     try:
-        # One untimed warm-up run: connections, plans and caches are ready before the clock starts.
-        hot.reset()
-        if fw is None:
-            hr.barrier_round(runner, lane, hot, w, level, random.Random(0), pause_s)
-        else:
-            fw.run(hot, level, [1] * w, think_s=pause_s)
+        # Untimed warm-up runs: connections open, statements prepared (psycopg prepares a statement
+        # at its 5th execution), caches filled before the clock starts.
+        for _ in range(hr.WARMUP_RUNS):
+            hot.reset()
+            if fw is None:
+                hr.barrier_round(runner, lane, hot, w, level, random.Random(0))
+            else:
+                fw.run(hot, level, [1] * w)
         t0 = time.perf_counter()
         for r in range(runs):
             hot.reset()
+            t_run = time.perf_counter()
             if fw is None:
                 before = hot.count()
                 rnd = hr.barrier_round(runner, lane, hot, w, level,
@@ -172,6 +178,7 @@ def _cell(mode, runner, lane, hot, level: Isolation, w: int, runs: int, pause_s:
                             recovery_ms.append(1000 * tries[-1].t_end)
                         else:
                             gave_up += 1
+                    retry_phase_ms.append(1000 * (time.perf_counter() - t_retry))
                 else:
                     gave_up += len(rnd.aborted)
                 lost = ok - (hot.count() - before)
@@ -186,6 +193,7 @@ def _cell(mode, runner, lane, hot, level: Isolation, w: int, runs: int, pause_s:
                 recovered += sum(a.retry > 0 and a.status == "committed" for a in fr.attempts)
                 gave_up += w - fr.committed
                 ok, lost = fr.committed, fr.lost
+            run_ms.append(1000 * (time.perf_counter() - t_run))
             commits += ok
             lost_total += lost
             admitted += lost > 0
@@ -207,6 +215,7 @@ def _cell(mode, runner, lane, hot, level: Isolation, w: int, runs: int, pause_s:
         "attempts": attempts,
         "sqlstates": states,
         "elapsed_s": round(elapsed, 4),
+        "run_ms_median": round(_median(run_ms), 3),
         "published": published_rates(level, w),
         "published_commits_per_s": PUBLISHED_COMMITS_PER_S.get(level.cli_name, {}).get(w),
     }
@@ -219,10 +228,19 @@ def _cell(mode, runner, lane, hot, level: Isolation, w: int, runs: int, pause_s:
             "attempts_per_commit": round(attempts / commits, 3) if commits else None,
         })
         if recovery_ms:
-            recovery_ms.sort()
-            cell["recovery_ms_median"] = round(recovery_ms[len(recovery_ms) // 2], 3)
-            cell["recovery_ms_max"] = round(recovery_ms[-1], 3)
+            cell["recovery_ms_median"] = round(_median(recovery_ms), 3)
+            cell["recovery_ms_max"] = round(max(recovery_ms), 3)
+        if retry_phase_ms:
+            cell["retry_phase_ms_median"] = round(_median(retry_phase_ms), 3)
     return cell
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    if not xs:
+        return 0.0
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
 
 
 def _print(out, cells, retry_cells, mode, pause_s) -> None:
@@ -240,9 +258,9 @@ def _print(out, cells, retry_cells, mode, pause_s) -> None:
     if retry_cells:
         rows = [(c["level"], c["writers"], f"{c['first_try_abort_rate']:.2f}", c["recovered"], c["gave_up"],
                  f"{c['admit_rate']:.2f}", c["attempts_per_commit"], c["commits_per_s"],
-                 c["commits_per_s_without_retry"], f"{1000 * c['extra_s_per_run']:.2f}")
+                 c["commits_per_s_without_retry"], c.get("retry_phase_ms_median", "-"), f"{c['extra_ms_per_run_median']:.2f}")
                 for c in retry_cells]
         table(out, f"with bounded retry (at most {retry_cells[0]['max_retries']} retries, exponential backoff, "
                    "full jitter)",
               ["level", "w", "first-try abort", "recovered", "gave up", "admit", "attempts/commit", "commits/s",
-               "without retry", "extra ms/run"], rows)
+               "without retry", "retry phase ms", "run ms +/-"], rows)

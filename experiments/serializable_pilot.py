@@ -137,8 +137,9 @@ def _barrier(runner, lane, hot, level: Isolation, w: int, writes: int, runs: int
 def _free(runner, lane, hot, level: Isolation, w: int, writes: int, runs: int, think_ms: float) -> dict:
     per_run, attempts, lost, elapsed = [], [], 0, 0.0
     with hr.FreeWriters(runner.server, lane.schema, w) as fw:
-        hot.reset()
-        fw.run(hot, level, hr.split_writes(writes, w), think_s=think_ms / 1000)  # untimed warm-up
+        for _ in range(hr.WARMUP_RUNS):  # untimed: connections open, statements prepared
+            hot.reset()
+            fw.run(hot, level, [1] * w)
         for _ in range(runs):
             hot.reset()
             fr = fw.run(hot, level, hr.split_writes(writes, w), think_s=think_ms / 1000)
