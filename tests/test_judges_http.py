@@ -94,7 +94,7 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     srv = ChatServer()
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     th.start()
     try:
         yield srv
