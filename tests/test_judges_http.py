@@ -190,3 +190,25 @@ def test_http_judge_behind_the_keyed_log(server, toki_store):
         toki_store.write(C, operator="await", judge=judge)
     assert len(toki_store.judge_votes()) == 1
     assert toki_store.rows("all") == before
+
+
+def test_calibration_experiment_against_the_server(server, tmp_path):
+    """judge-calibration --judge-url: the probabilities come from the server's logprobs."""
+    import io
+
+    from toki.cli import main
+    from toki.judges import local_judge_study
+
+    study = local_judge_study(42)
+    for cell in study.cells:
+        server.p_a[user_prompt(cell.shown)] = cell.p_a
+    path = tmp_path / "cal.json"
+    err = io.StringIO()
+    rc = main(["experiment", "judge-calibration", "--judge-url", server.url, "--cells", "10", "--calls", "4",
+               "--json", str(path)], out=io.StringIO(), err=err)
+    assert rc == 0, err.getvalue()
+    doc = json.loads(path.read_text())
+    assert doc["judge"]["kind"] == "http" and len(server.requests) == 72 * 4
+    by_key = {(c.pair.index, c.order): c.p_a for c in study.cells}
+    for c in doc["cells"]:
+        assert c["p"] == pytest.approx(by_key[(c["pair"], c["order"])], abs=1e-4)

@@ -22,7 +22,6 @@ SIZES = {
 
 
 @pytest.mark.db
-@pytest.mark.slow
 def test_judges_notebook_runs(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
