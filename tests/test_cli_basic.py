@@ -67,6 +67,8 @@ def test_db_info_json(toki_server):
 def test_db_gc(toki_server):
     rc, out, _ = run(["db", "gc", "--dsn", toki_server.dsn])
     assert rc == 0 and "stale run schema" in out
+    rc, out, _ = run(["db", "gc", "--json", "--dsn", toki_server.dsn])
+    assert rc == 0 and isinstance(json.loads(out)["dropped"], list)
 
 
 @pytest.mark.db

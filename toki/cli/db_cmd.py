@@ -15,6 +15,7 @@ def register(sub) -> None:
     info.set_defaults(func=_info)
     gc = dsub.add_parser("gc", help="drop run schemas left behind by killed runs on this host")
     add_dsn_option(gc)
+    gc.add_argument("--json", action="store_true", help="print JSON")
     gc.set_defaults(func=_gc)
     p.set_defaults(func=lambda args, out: (p.print_help(out), 2)[1])
 
@@ -36,5 +37,8 @@ def _gc(args, out) -> int:
     from toki.db.server import collect_garbage, resolve
 
     dropped = collect_garbage(resolve(args.dsn))
-    out.write(f"dropped {len(dropped)} stale run schema(s)\n")
+    if args.json:
+        emit_json({"dropped": dropped}, out)
+    else:
+        out.write(f"dropped {len(dropped)} stale run schema(s)" + (f": {', '.join(dropped)}" if dropped else "") + "\n")
     return 0
