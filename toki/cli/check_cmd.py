@@ -1,0 +1,96 @@
+"""``toki check FILE``: check a Jepsen history (JSON or EDN) the way Elle does (DESIGN §4.3).
+
+Exit status: 0 valid, 1 invalid or unknown (an empty transaction graph or a cycle search that
+ran out of time is never a pass), 2 bad input (the message names the op and what is wrong).
+"""
+
+from __future__ import annotations
+
+from toki.cli.render import emit_json, table
+
+EPILOG = ("exit status: 0 valid, 1 invalid or unknown (never a pass), 2 bad input. "
+          "Default models (none given): strict-serializable, as Elle.")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("check", help="check a Jepsen history (list-append, rw-register) like Elle",
+                       description=__doc__.split("\n\n")[0], epilog=EPILOG)
+    p.add_argument("file", nargs="?", help="history file: JSON array, JSON lines, or EDN (.edn)")
+    p.add_argument("--workload", choices=("list-append", "rw-register"), default="list-append")
+    p.add_argument("--model", action="append", default=None, metavar="M",
+                   help="consistency model that must hold (repeatable), e.g. serializable, snapshot-isolation")
+    p.add_argument("--anomaly", action="append", default=None, metavar="A",
+                   help="anomaly that must not occur (repeatable), e.g. G2-item, lost-update")
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
+                   help="print the result as JSON (or write it to PATH)")
+    p.add_argument("--cycle-search-timeout", type=float, default=None, metavar="S",
+                   help="seconds of cycle search per strongly connected component (default 5)")
+    p.add_argument("--wfr-keys", action="store_true", help="rw-register: writes follow reads inside a txn")
+    p.add_argument("--sequential-keys", action="store_true",
+                   help="rw-register: each key is sequential (version order from process order)")
+    p.add_argument("--linearizable-keys", action="store_true",
+                   help="rw-register: each key is linearizable (version order from real time)")
+    p.add_argument("--lattice", action="store_true", help="print the consistency-model lattice (with sources) and exit")
+    p.add_argument("--stats", action="store_true", help="add timings and graph sizes to the result")
+    p.set_defaults(func=run)
+
+
+def run(args, out) -> int:
+    from toki.check import check, lattice
+    from toki.check.core import CYCLE_SEARCH_TIMEOUT
+    from toki.check.tuning import fast_malloc
+    from toki.errors import ConfigError
+
+    if args.lattice:
+        emit_json(lattice(), out)
+        return 0
+    if not args.file:
+        raise ConfigError("no history file given", fix="toki check FILE --workload list-append")
+    if args.workload == "list-append" and (args.wfr_keys or args.sequential_keys or args.linearizable_keys):
+        raise ConfigError("--wfr-keys, --sequential-keys and --linearizable-keys apply to rw-register only",
+                          fix="drop them, or use --workload rw-register")
+    fast_malloc()
+    res = check(args.file, workload=args.workload, models=args.model, anomalies=args.anomaly,
+                cycle_search_timeout=args.cycle_search_timeout or CYCLE_SEARCH_TIMEOUT,
+                wfr_keys=args.wfr_keys, sequential_keys=args.sequential_keys,
+                linearizable_keys=args.linearizable_keys, stats=args.stats)
+    if args.json:
+        emit_json(res, out, args.json)
+    else:
+        _human(res, out)
+    return 0 if res["valid"] is True else 1
+
+
+def _human(res: dict, out) -> None:
+    v = res["valid"]
+    out.write(f"valid: {str(v).lower() if isinstance(v, bool) else v}\n")
+    if res["anomaly_types"]:
+        rows = []
+        for t in res["anomaly_types"]:
+            cases = res["anomalies"][t]
+            n = len(cases) if isinstance(cases, list) else 1
+            rows.append((t, n, _first(t, cases)))
+        table(out, "anomalies", ["type", "cases", "first case"], rows)
+    if res["not"]:
+        out.write(f"not: {', '.join(res['not'])}\n")
+    if res["also_not"]:
+        out.write(f"also not: {', '.join(res['also_not'])}\n")
+    if "stats" in res:
+        s = res["stats"]
+        out.write(f"{s['txns']} transactions, {s['edges']} edges, {s['seconds']['total']:.3f} s\n")
+
+
+def _first(t: str, cases) -> str:
+    if not isinstance(cases, list) or not cases:
+        return str(cases)
+    c = cases[0]
+    if "steps" in c:
+        names = c["names"]
+        return "; ".join(f"{names[i]} -> {names[i + 1]}: {s.get('explanation', s['type'])}"
+                         for i, s in enumerate(c["steps"]))
+    if "scc_size" in c and "type" in c and t.endswith("cycle-exists"):
+        return f"a cycle exists among {c['scc_size']} transactions: {c['scc'][:10]}"
+    keep = {k: v for k, v in c.items() if k not in ("op", "writer", "txns")}
+    if "op" in c:
+        keep["op index"] = c["op"]["index"]
+    return str(keep)[:300]

@@ -1,0 +1,52 @@
+"""``toki gen history``: histories from simulated databases (serializable, snapshot isolation,
+read committed), for benchmarks and tests of ``toki check``."""
+
+from __future__ import annotations
+
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("gen", help="generate inputs: Jepsen histories from simulated databases",
+                       description=__doc__)
+    gsub = p.add_subparsers(dest="what", metavar="WHAT", parser_class=type(p))
+    h = gsub.add_parser("history", help="a Jepsen history (JSON or EDN) from a simulated database")
+    h.add_argument("--workload", choices=("list-append", "rw-register"), default="list-append")
+    h.add_argument("--txns", type=int, default=1000, help="number of transactions (default 1000)")
+    h.add_argument("--keys", type=int, default=10, help="active keys at any time (default 10)")
+    h.add_argument("--db", choices=("serializable", "snapshot-isolation", "read-committed"),
+                   default="serializable", help="simulated database (default serializable)")
+    h.add_argument("--seed", type=int, default=0, help="random seed (default 0); recorded in no file, so note it")
+    h.add_argument("--concurrency", type=int, default=10, help="client processes (default 10)")
+    h.add_argument("--min-txn-length", type=int, default=1)
+    h.add_argument("--max-txn-length", type=int, default=5)
+    h.add_argument("--max-writes-per-key", type=int, default=32,
+                   help="retire a key after this many writes (bounds list length; default 32)")
+    h.add_argument("--format", choices=("json", "edn"), default="json")
+    h.add_argument("--out", metavar="PATH", default="-", help="output file (default stdout)")
+    h.set_defaults(func=run)
+    p.set_defaults(func=_no_what)
+
+
+def _no_what(args, out) -> int:
+    from toki.errors import ConfigError
+
+    raise ConfigError("nothing to generate", fix="toki gen history --txns N")
+
+
+def run(args, out) -> int:
+    from toki.check.gen import generate, write_edn, write_json
+    from toki.check.history import no_gc
+
+    ops = generate(workload=args.workload, txns=args.txns, keys=args.keys, db=args.db, seed=args.seed,
+                   concurrency=args.concurrency, min_txn_length=args.min_txn_length,
+                   max_txn_length=args.max_txn_length, max_writes_per_key=args.max_writes_per_key)
+    writer = write_json if args.format == "json" else write_edn
+    with no_gc():
+        if args.out == "-":
+            writer(ops, out)
+        else:
+            with open(args.out, "w") as f:
+                n = writer(ops, f)
+            sys.stderr.write(f"wrote {n} ops ({args.txns} transactions, {args.db}, seed {args.seed}) to {args.out}\n")
+    return 0
