@@ -134,7 +134,11 @@ def run(args, out) -> dict:
 
 def _cell(mode, runner, lane, hot, level: Isolation, w: int, runs: int, pause_s: float, policy, seed: int) -> dict:
     tag = "retry" if policy else "plain"
-    rng_for = lambda r: (lambda i: random.Random(f"{seed}:{tag}:{level.cli_name}:{w}:{r}:{i}"))  # noqa: E731
+
+    def rng_for(r: int):
+        """Backoff randomness of writer i in run r: seeded, independent of every other cell."""
+        return lambda i: random.Random(f"{seed}:{tag}:{level.cli_name}:{w}:{r}:{i}")
+
     admitted = aborted_first = commits = lost_total = 0
     recovered = gave_up = attempts = 0
     recovery_ms: list[float] = []
@@ -256,11 +260,12 @@ def _print(out, cells, retry_cells, mode, pause_s) -> None:
     table(out, title, ["level", "w", "runs", "admit", "published", "abort", "published", "commits/s",
                        "published", "ratio"], rows)
     if retry_cells:
-        rows = [(c["level"], c["writers"], f"{c['first_try_abort_rate']:.2f}", c["recovered"], c["gave_up"],
+        short = {"read-committed": "RC", "repeatable-read": "RR", "serializable": "SR"}
+        rows = [(short.get(c["level"], c["level"]), c["writers"], f"{c['first_try_abort_rate']:.2f}", c["recovered"], c["gave_up"],
                  f"{c['admit_rate']:.2f}", c["attempts_per_commit"], c["commits_per_s"],
                  c["commits_per_s_without_retry"], c.get("retry_phase_ms_median", "-"), f"{c['extra_ms_per_run_median']:.2f}")
                 for c in retry_cells]
         table(out, f"with bounded retry (at most {retry_cells[0]['max_retries']} retries, exponential backoff, "
                    "full jitter)",
-              ["level", "w", "first-try abort", "recovered", "gave up", "admit", "attempts/commit", "commits/s",
-               "without retry", "retry phase ms", "run ms +/-"], rows)
+              ["level", "w", "aborted 1st", "recovered", "gave up", "admit", "tries/commit", "commits/s",
+               "w/o retry", "retry ms", "run ms +/-"], rows)
