@@ -1,0 +1,10 @@
+"""z3 models: operator laws, provenance laws, isolation axioms, bounded witness search (DESIGN §2, layer 7).
+
+Public entry points: :func:`toki.verify.prove.run` (what ``toki prove`` runs),
+:func:`toki.verify.isolation.derive_cell` (one matrix cell with its witness history) and
+:mod:`toki.verify.solver` (the only module that imports z3; verdicts proved/refuted/unknown).
+"""
+
+from toki.verify.solver import Verdict
+
+__all__ = ["Verdict"]

@@ -1,0 +1,78 @@
+"""The three-way report: the paper's guard map, the matrix z3 derived, PostgreSQL's measured cells.
+
+The guard map lives here and only here: the axioms and predicates of
+:mod:`toki.verify.isolation` never see it, so the derived matrix cannot be copied from it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from toki.errors import InputError
+from toki.levels import parse_level
+from toki.verify.isolation import LEVELS, MATRIX_PREDICATES
+
+#: SPEC §6: the lowest level that excludes each predicate (the paper's claim under test).
+PAPER_GUARDS = {"P0": "RC", "P1": "RC", "P2": "SI", "P3": "SR", "P4": "SI",
+                "A5A": "SI", "A5B": "SR", "N1": "SR", "N2": "SR"}
+
+
+def paper_cell(pred: str, level: str) -> str:
+    """A cell is admitted iff the level is below the guard; the callback axis changes no guard."""
+    guard = parse_level(PAPER_GUARDS[pred])
+    at = parse_level(level)
+    return "excluded" if at.isolation >= guard.isolation else "admitted"
+
+
+def load_measured(path: str | Path) -> dict[tuple[str, str], dict]:
+    """Cells of a ``toki matrix --json`` file, keyed by (predicate, level)."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise InputError(f"matrix file {str(p)!r} does not exist", fix="run `toki matrix --json PATH` first") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f"matrix file {str(p)!r} is not JSON: {e}", fix="pass the file `toki matrix --json` wrote") from None
+    cells = doc.get("cells") if isinstance(doc, dict) else None
+    if not isinstance(cells, list):
+        raise InputError(f"matrix file {str(p)!r} has no 'cells' list",
+                         fix='expected {"cells": [{"predicate", "level", "rate", ...}]} from `toki matrix --json`')
+    out = {}
+    for k, c in enumerate(cells):
+        if not isinstance(c, dict) or not {"predicate", "level", "rate"} <= set(c):
+            raise InputError(f"matrix file {str(p)!r}: cell {k} lacks predicate, level or rate",
+                             fix="pass the file `toki matrix --json` wrote")
+        try:
+            level = parse_level(c["level"]).name
+        except Exception:
+            raise InputError(f"matrix file {str(p)!r}: cell {k} has unknown level {c['level']!r}",
+                             fix="levels are RC, RC+cb, SI, SI+cb, SR, SR+cb") from None
+        rate = c["rate"]
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
+            raise InputError(f"matrix file {str(p)!r}: cell {k} has rate {rate!r}", fix="a rate is a number in [0, 1]")
+        out[(str(c["predicate"]), level)] = c
+    return out
+
+
+def three_way(derived: dict[str, dict[str, str]], measured: dict[tuple[str, str], dict] | None = None) -> dict:
+    """Rows per cell with the three verdicts and a list of every disagreement."""
+    rows, disagreements = [], []
+    for pred in MATRIX_PREDICATES:
+        for level in LEVELS:
+            paper = paper_cell(pred, level)
+            z3v = derived.get(pred, {}).get(level, "not run")
+            row = {"predicate": pred, "level": level, "paper": paper, "z3": z3v}
+            if measured is not None:
+                cell = measured.get((pred, level))
+                if cell is None:
+                    row["postgresql"] = "not measured"
+                else:
+                    row["postgresql"] = "admitted" if cell["rate"] > 0 else "excluded"
+                    row["rate"] = cell["rate"]
+            rows.append(row)
+            verdicts = {k: row[k] for k in ("paper", "z3", "postgresql") if k in row
+                        and row[k] in ("admitted", "excluded")}
+            if len(set(verdicts.values())) > 1:
+                disagreements.append({**row, "who": ", ".join(f"{k}={v}" for k, v in verdicts.items())})
+    return {"rows": rows, "disagreements": disagreements}
