@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -140,6 +142,8 @@ def load_adapter(spec: str | Callable | object, operator: str | None = None):
             raise ConfigError(f"adapter {spec!r} is not of the form module:factory",
                               fix="pass e.g. --adapter toki.properties.adapter:toki_lww")
         mod_name, _, attr = spec.partition(":")
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # like `python -m`: modules of the current directory resolve
         try:
             module = importlib.import_module(mod_name)
         except ImportError as e:
@@ -177,11 +181,11 @@ def load_adapter(spec: str | Callable | object, operator: str | None = None):
 # -- recording the SQL an adapter sends ----------------------------------------------------------
 
 class _RecordingCursor:
-    def __init__(self, cur, log: list[str], conn):
-        self._cur, self._log, self._conn = cur, log, conn
+    def __init__(self, cur, parent: "RecordingConnection"):
+        self._cur, self._parent = cur, parent
 
     def execute(self, query, params=None, **kw):
-        self._log.append(_render(self._conn, query, params))
+        self._parent.log.append(_render(self._parent._conn, query, params))
         self._cur.execute(query, params, **kw)
         return self
 
@@ -209,7 +213,7 @@ class RecordingConnection:
         return self._conn.execute(query, params, **kw)
 
     def cursor(self, *a, **kw):
-        return _RecordingCursor(self._conn.cursor(*a, **kw), self.log, self._conn)
+        return _RecordingCursor(self._conn.cursor(*a, **kw), self)
 
     def transaction(self, *a, **kw):
         raise ConfigError("adapters must begin and end transactions with SQL under the contract suites",

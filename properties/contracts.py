@@ -231,7 +231,10 @@ class _AdapterCall:
 
     def __call__(self, conn, ctx):
         log = ctx.setdefault("sql", {}).setdefault(self.position, [])
-        rconn = RecordingConnection(conn, log)
+        rconn = ctx.get("rconn")
+        if rconn is None or rconn._conn is not conn:
+            rconn = ctx["rconn"] = RecordingConnection(conn, log)
+        rconn.log = log  # statements of this phase go to this step (the txn keeps the connection)
         if self.phase == "begin":
             ctx["txn"] = self.adapter.begin(rconn, self.agent.fact, self.level)
             return []

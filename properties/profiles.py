@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, settings
 from toki.errors import ConfigError
 
 PROFILES = ("dev", "ci", "paper")
-#: examples per search (contract cell, stateful run) in each profile
+#: examples per database search (a contract cell, a stateful run) in each profile
 BUDGETS = {"dev": 60, "ci": 25, "paper": 2000}
 
 _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
@@ -30,11 +30,12 @@ def register_profiles() -> None:
     global _registered
     if _registered:
         return
-    settings.register_profile("dev", deadline=None, max_examples=BUDGETS["dev"],
-                              suppress_health_check=_SLOW)
+    # dev and ci keep Hypothesis's default example count for ordinary @given tests; the
+    # database searches (contract cells, stateful runs) take theirs from budget().
+    settings.register_profile("dev", deadline=None, suppress_health_check=_SLOW)
     settings.register_profile("ci", derandomize=True, deadline=None, database=None, print_blob=True,
-                              max_examples=BUDGETS["ci"], suppress_health_check=_SLOW)
-    settings.register_profile("paper", deadline=None, database=None, max_examples=BUDGETS["paper"],
+                              suppress_health_check=_SLOW)
+    settings.register_profile("paper", deadline=None, database=None, max_examples=1000,
                               stateful_step_count=50, suppress_health_check=_SLOW)
     _registered = True
 

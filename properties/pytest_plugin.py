@@ -1,8 +1,17 @@
 """pytest plugin: database fixtures for toki and for engines certified with it.
 
-Options: ``--toki-dsn DSN`` (else $TOKI_DSN, else the embedded PostgreSQL).
-Fixtures: ``toki_server`` (session-scoped :class:`toki.db.Server`) and ``toki_store`` (a fresh
-:class:`toki.db.Store` in its own schema, dropped after the test).
+Options: ``--toki-dsn DSN`` (else $TOKI_DSN, else the embedded PostgreSQL) and
+``--toki-profile dev|ci|paper`` (load that Hypothesis profile, see
+:mod:`toki.properties.profiles`; without it the suite's own choice stands).
+Fixtures: ``toki_server`` (session-scoped :class:`toki.db.Server`), ``toki_store`` (a fresh
+:class:`toki.db.Store` in its own schema, dropped after the test) and ``toki_certify`` (certify
+a write-path adapter from a test)::
+
+    def test_my_engine_keeps_its_contract(toki_certify):
+        toki_certify("mypkg.memory:adapter", level="RC")          # fails with the witness
+
+    def test_my_engine_below_its_level(toki_certify):
+        v = toki_certify(MyEngine(), level="RC", expect="violated")  # returns the Verdict
 """
 
 from __future__ import annotations
@@ -14,6 +23,16 @@ def pytest_addoption(parser) -> None:
     group = parser.getgroup("toki")
     group.addoption("--toki-dsn", default=None,
                     help="PostgreSQL DSN for toki's database fixtures (default: $TOKI_DSN, else embedded)")
+    group.addoption("--toki-profile", default=None, choices=("dev", "ci", "paper"),
+                    help="Hypothesis settings profile for toki's property suites (default: $CI -> ci, else dev)")
+
+
+def pytest_configure(config) -> None:
+    name = config.getoption("--toki-profile", default=None)
+    if name:
+        from toki.properties.profiles import load_profile
+
+        load_profile(name)
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +51,32 @@ def toki_store(toki_server):
         yield store
     finally:
         store.close()
+
+
+@pytest.fixture
+def toki_certify(toki_server):
+    """``certify(adapter, level, *, operator=None, budget=None, seed=0, expect="holds")``.
+
+    Runs the contract suite of the adapter's operator at ``level`` (budget: the Hypothesis
+    profile's). With ``expect="holds"`` (default) the test fails when an anomaly is found, and
+    the failure message carries the minimal witness schedule (replay it with ``toki run``);
+    with ``expect="violated"`` it fails when none is found. Returns the
+    :class:`toki.properties.contracts.Verdict`.
+    """
+    from toki.properties.contracts import certify
+
+    def run(adapter, level, *, operator=None, budget=None, seed=0, expect="holds", mode="audit_row"):
+        if expect not in ("holds", "violated"):
+            raise ValueError(f"expect={expect!r}: use 'holds' or 'violated'")
+        v = certify(adapter, level, operator=operator, budget=budget, seed=seed, server=toki_server, mode=mode)
+        if expect == "holds" and not v.contract_holds:
+            w = v.witness
+            pytest.fail(f"{v.adapter}: {v.operator} at {v.level} admits {v.anomaly}: "
+                        + "; ".join(w.anomalies) + "\nminimal witness (toki run FILE --level "
+                        + f"{w.level.isolation.cli_name}):\n{w.toml}", pytrace=False)
+        if expect == "violated" and v.contract_holds:
+            pytest.fail(f"{v.adapter}: no {v.anomaly} found for {v.operator} at {v.level} in {v.examples} examples",
+                        pytrace=False)
+        return v
+
+    return run

@@ -1,9 +1,7 @@
-"""Shared test set-up. Database fixtures come from the toki pytest plugin (properties/)."""
+"""Shared test set-up. Database fixtures come from the toki pytest plugin (properties/); the
+Hypothesis profiles (dev, ci, paper) from toki.properties.profiles: $TOKI_HYPOTHESIS_PROFILE,
+else ci when $CI is set, else dev; ``--toki-profile`` overrides."""
 
-import os
+from toki.properties.profiles import load_profile
 
-from hypothesis import settings
-
-settings.register_profile("ci", derandomize=True, deadline=None, database=None, print_blob=True)
-settings.register_profile("dev", deadline=None)
-settings.load_profile(os.environ.get("TOKI_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+load_profile()
