@@ -193,6 +193,8 @@ def test_as_of_kinds(toki_store):
     assert toki_store.as_of(at, datetime(2026, 2, 1)) == []
     with pytest.raises(ConfigError):
         toki_store.as_of(at, kind="history")
+    with pytest.raises(ConfigError):
+        toki_store.rows("current' or true --")
 
 
 def test_write_argument_errors(toki_store):

@@ -534,6 +534,8 @@ class Store:
             (tv, tv, ts, ts)).fetchall()]
 
     def rows(self, kind: str = "all") -> list[Row]:
+        if kind not in ("current", "audit", "all"):
+            raise ConfigError(f"unknown row kind {kind!r}", fix="use current, audit or all")
         where = "" if kind == "all" else f" where row_kind = '{kind}'"
         return [Row(*r) for r in self.conn.execute(
             _SELECT + where + " order by system_time_start, fact_id").fetchall()]
