@@ -236,6 +236,8 @@ def search_component(n: int, src: np.ndarray, dst: np.ndarray, bits: np.ndarray,
             continue
         searched.append(spec.name)
         try:
+            if time.monotonic() > deadline:
+                raise Timeout
             cyc = _find(n, src, dst, bits, order, spec, deadline)
         except Timeout:
             res.timeout = {"type": "cycle-search-timeout", "anomaly_spec_type": spec.name,
@@ -290,7 +292,7 @@ def _find(n, src, dst, bits, order, spec: CycleSpec, deadline: float):
             key = q.popleft()
             node, st = divmod(key, 16)
             if node in targets and _accept(spec, st, need_ord):
-                    return _build(spec, parent, key, targets[node], src, dst, bits, cls, ordb, order)
+                return _build(spec, parent, key, targets[node], src, dst, bits, cls, ordb, order)
             for j in range(indptr[node], indptr[node + 1]):
                 c = ncls[j]
                 last_rw = st & 1
