@@ -22,8 +22,10 @@ Writers:
   system_time_end`` on the row it read (by primary key, no check of what the update did), then
   ``insert`` the new version; a cleanup agent only closes the value it retires.
 * ``toki``: the guarded write path of SPEC §4 (``toki.db.store.WriteTxn``) as op steps: read
-  candidates, write (a close that affects zero rows means a concurrent close: re-read), commit.
-  A cleanup agent re-asserts the value it keeps as a new fact.
+  candidates, write (a close or a provenance merge that affects zero rows means a concurrent
+  writer got there first: re-read), commit. A cleanup agent runs the n-ary ⊕t fold over the
+  slot (``Store.begin_consolidate``): both agents pick the same winner, so they close the same
+  loser and the second finds the work done.
 
 Published (SPEC §8, PostgreSQL 17, naive writer, 50 runs): READ COMMITTED 50/50 occurs,
 50/50 two current values, 50/50 zero current values; REPEATABLE READ 50/50 one aborts,
@@ -133,8 +135,12 @@ def build(scenario: str, writer: str) -> Schedule:
         steps += [Step("B", sql=s) for s in _naive_writes(scenario, "B")]
         steps += [Step("A", sql="commit"), Step("B", sql="commit")]
     elif writer == "toki":
-        steps = [Step("A", op="begin", args={"fact": _toki_fact(scenario, "A")}),
-                 Step("B", op="begin", args={"fact": _toki_fact(scenario, "B")}),
+        if scenario == "cleanup-write-skew":  # a TOKI cleanup agent folds the slot with ⊕t
+            first = [Step(agent, op="consolidate", args={"subject": "alice", "predicate": "medication"})
+                     for agent in ("A", "B")]
+        else:
+            first = [Step(agent, op="begin", args={"fact": _toki_fact(scenario, agent)}) for agent in ("A", "B")]
+        steps = [*first,
                  Step("A", op="read_candidates"), Step("B", op="read_candidates"),
                  Step("A", op="write"), Step("B", op="write"),
                  Step("A", op="commit"), Step("B", op="commit")]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import threading
+from types import SimpleNamespace
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
@@ -42,8 +43,19 @@ from toki.errors import (
 from toki.judges.base import Judge, SimulatedJudge, Vote, judge_key
 from toki.levels import PRECONDITION, Isolation, Level, parse_level
 from toki.model import SENTINEL, Fact, contradicts, duplicates, naive_utc
-from toki.operators import BINARY, OPERATORS, Resolution, audit_id, canonical, encode_witness, provenance_of, set_key
-from toki.provenance import Carrier
+from toki.operators import (
+    BINARY,
+    OPERATORS,
+    Resolution,
+    audit_id,
+    canonical,
+    encode_witness,
+    evi_key,
+    lww_key,
+    provenance_of,
+    set_key,
+)
+from toki.provenance import Carrier, plus_all
 
 
 class SchemaMode(enum.Enum):
@@ -329,10 +341,15 @@ class WriteTxn:
         if self.duplicate is not None:
             d = self.duplicate
             merged = carrier.parse(d.provenance_id) + carrier.parse(new.provenance)
+            # Compare-and-set on the provenance we read: a concurrent confirmation that merged
+            # its own evidence first makes this affect zero rows, and we re-read and re-merge
+            # instead of overwriting its token (a lost update of evidence).
             cur = c.execute(
                 "update agent_memory set provenance_id = %s where fact_id = %s and system_time_start = %s"
-                " and system_time_end = %s and row_kind = 'current'",
-                (str(merged), d.fact_id, d.system_time_start, SENTINEL))
+                " and system_time_end = %s and row_kind = 'current'"
+                + (" and provenance_id = %s" if self.guard else ""),
+                (str(merged), d.fact_id, d.system_time_start, SENTINEL)
+                + ((d.provenance_id,) if self.guard else ()))
             if cur.rowcount == 0 and self.guard:
                 return None
             self.writes.append((d.fact_id, d.object))
@@ -415,6 +432,76 @@ class WriteTxn:
         self.judge_step()
         self.write()
         return self.commit()
+
+
+class ConsolidateTxn(WriteTxn):
+    """Resolve every open current value of a slot at once: the n-ary ⊕t or ⊕p fold of SPEC §3.
+
+    This is what a TOKI cleanup agent runs when a slot holds several current values. The fold is
+    an argmax over a total order, so two agents that consolidate the same slot concurrently pick
+    the same winner and close the same losers; with the re-read guard the second one finds the
+    work done instead of retiring the value the first one kept (the cleanup write skew of SPEC §8).
+    """
+
+    def __init__(self, store: "Store", conn: psycopg.Connection, subject: str, predicate: str, *,
+                 operator: str, level: Level, mode: SchemaMode, guard: bool, at: datetime | None,
+                 session: str | None = None):
+        if operator not in ("lww", "evi"):
+            raise ConfigError(f"consolidation folds with lww or evi, not {operator!r}",
+                              fix="⊕? and ⊕c decide pairs; fold a slot with operator='lww' or 'evi'")
+        slot = SimpleNamespace(fact_id=f"{subject}/{predicate}", subject=subject, predicate=predicate)
+        super().__init__(store, conn, slot, operator=operator, level=level, mode=mode, judge=None,
+                         guard=guard, at=at, session=session)
+
+    def _read_candidates(self) -> list[Row]:
+        rows = [Row(*r) for r in self.conn.execute(
+            _SELECT + " where subject = %s and predicate = %s and row_kind = 'current'"
+            " and system_time_end = %s order by fact_id",
+            (self.fact.subject, self.fact.predicate, SENTINEL)).fetchall()]
+        self.candidates = rows
+        self.reads.extend((r.fact_id, r.object) for r in rows)
+        return rows
+
+    def _judge(self) -> None:
+        return None
+
+    def _read_callback(self) -> None:
+        return None
+
+    def _apply(self) -> WriteOutcome | None:
+        facts = [r.to_fact() for r in self.candidates or []]
+        if len({f.object for f in facts}) < 2:
+            return WriteOutcome("nothing-to-do", self.fact.fact_id)
+        t = self._stamp()
+        key = lww_key if self.operator == "lww" else evi_key
+        winner = max(facts, key=key)
+        losers = [f for f in facts if f.object != winner.object]  # same object: a duplicate, not a rival
+        carrier = self.store.carrier
+        merged = plus_all([provenance_of(f, carrier) for f in [winner, *losers]], carrier)
+        for loser in losers:
+            if t <= loser.system_time_start:
+                raise InputError(f"consolidation time {t.isoformat()} is not after {loser.fact_id!r}",
+                                 fix="pass a later 'at' or let the store stamp it")
+            if self.mode is SchemaMode.BASE:
+                sql = ("delete from agent_memory where fact_id = %s and system_time_start = %s"
+                       " and system_time_end = %s and row_kind = 'current'")
+                args: tuple = (loser.fact_id, loser.system_time_start, SENTINEL)
+            else:
+                sql = ("update agent_memory set system_time_end = %s where fact_id = %s and system_time_start = %s"
+                       " and system_time_end = %s and row_kind = 'current'")
+                args = (t, loser.fact_id, loser.system_time_start, SENTINEL)
+            if self.conn.execute(sql, args).rowcount == 0 and self.guard:
+                return None  # someone else consolidated first: re-read
+            self.writes.append((loser.fact_id, None))
+            if self.mode is SchemaMode.AUDIT_ROW:
+                self.conn.execute(_INSERT, (audit_id(loser.fact_id, t), loser.subject, loser.predicate,
+                                            encode_witness(winner.object, loser.object), loser.valid_from,
+                                            loser.valid_to, t, SENTINEL, str(merged), loser.confidence,
+                                            self.operator, "audit"))
+                self.writes.append((audit_id(loser.fact_id, t), "audit"))
+        return WriteOutcome("consolidated", self.fact.fact_id, winner_id=winner.fact_id,
+                            loser_id=",".join(f.fact_id for f in losers), at=t)
+
 
 
 @dataclass
@@ -503,6 +590,19 @@ class Store:
         """Run SPEC §4 as one transaction at ``level`` (default: the operator's precondition)."""
         return self.begin_write(fact, operator=operator, level=level, mode=mode, judge=judge,
                                 guard=guard, at=at, conn=conn).run()
+
+    def begin_consolidate(self, subject: str, predicate: str, *, operator: str = "lww",
+                          level: Level | str | None = None, mode: SchemaMode | str | None = None,
+                          guard: bool = True, at: datetime | None = None,
+                          conn: psycopg.Connection | None = None, session: str | None = None) -> ConsolidateTxn:
+        lvl = PRECONDITION[operator] if level is None else (parse_level(level) if isinstance(level, str) else level)
+        return ConsolidateTxn(self, conn or self.conn, subject, predicate, operator=operator, level=lvl,
+                              mode=SchemaMode.parse(mode) if mode is not None else self.mode, guard=guard,
+                              at=at, session=session)
+
+    def consolidate(self, subject: str, predicate: str, **kw) -> WriteOutcome:
+        """Fold every open current value of the slot with ⊕t or ⊕p, in one transaction."""
+        return self.begin_consolidate(subject, predicate, **kw).run()
 
     def policy(self, facts: Sequence[Fact], chosen_index: int, *, source: str = "user") -> None:
         """Install a ⊕c policy row for the unordered set of ``facts``."""

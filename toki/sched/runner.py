@@ -542,6 +542,19 @@ class _Execution:
                 sess.conn.execute("insert into policy (policy_id, set_key, chosen_index, source) values (%s, %s, %s, %s)",
                                   (f"policy::{key}::{idx}", key, int(a["index"]), f"step-{idx}"))
             return []
+        if op == "consolidate":  # a cleanup agent: fold the slot's current values (then write, commit)
+            if "subject" not in a or "predicate" not in a:
+                raise ScheduleError(f"{where}: consolidate needs subject and predicate",
+                                    fix='write subject = "alice", predicate = "medication"')
+            level = parse_level(a["level"]) if "level" in a else self.level
+            sess.txn = self.store.begin_consolidate(
+                a["subject"], a["predicate"], operator=a.get("operator", "lww"), level=level,
+                mode=SchemaMode.parse(a.get("mode", "audit_row")), guard=bool(a.get("guard", True)),
+                at=a.get("at"), conn=sess.conn, session=sess.name)
+            sess.txn.step_log = [("begin", idx)]
+            sess.txns.append(sess.txn)
+            sess.txn.begin()
+            return []
         if op == "begin" or (sess.txn is None and "fact" in a):
             if "fact" not in a:
                 raise ScheduleError(f"{where}: begin needs a fact", fix="add fact = { ... } to the step")

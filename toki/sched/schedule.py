@@ -18,7 +18,7 @@ from toki.levels import parse_isolation
 
 #: write-path phases a step may name (DESIGN §4.1 extension; see toki.db.store.WriteTxn)
 OPS = ("begin", "read_candidates", "judge", "read_callback", "write", "commit", "rollback",
-       "deliver_callback", "policy", "sleep", "call")
+       "deliver_callback", "policy", "sleep", "call", "consolidate")
 ON_BLOCKED = ("error", "defer")
 
 
