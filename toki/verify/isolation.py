@@ -8,8 +8,9 @@ Model: Adya's dependency-graph conditions, not an operational engine.
   Definitions", ICDE 2000.
 
 A history here is: an initial transaction T0 that installed the first version of every row
-(an "unborn" version for rows that a later insert creates), two agent transactions T1, T2
-with up to ``slots`` operations each - item read, write, or predicate read of a group of rows
+(an "unborn" version for rows that a later insert creates), three agent transactions T1, T2,
+T3 (the predicates name T1 and T2; T3 is any other transaction, possibly empty) with up to
+``slots`` operations each - item read, write, or predicate read of a group of rows
 - that commit or abort, and, on the callback axis, one callback-delivery transaction per agent.
 Every event has a position in one total order (the schedule). Each read returns one version
 (named by the transaction that wrote it). The version order of a row is the order of its
@@ -65,13 +66,26 @@ class Row:
 
 @dataclass(frozen=True)
 class Bound:
-    agents: int = 2
+    agents: int = 3
     slots: int = 4
 
     def describe(self, callbacks: bool) -> str:
         extra = " plus one callback-delivery transaction per agent" if callbacks else ""
         return (f"T0 plus {self.agents} agent transactions with at most {self.slots} operations each"
-                f"{extra}, over the rows the predicate names")
+                f"{extra}, over the rows the predicate names, each row written at most once per transaction")
+
+
+def _memo(method):
+    """Cache a relation per history and arguments (formulas are rebuilt otherwise, which is slow)."""
+    def wrapper(self, *args):
+        key = (method.__name__, *args)
+        try:
+            return self._memo[key]
+        except KeyError:
+            v = self._memo[key] = method(self, *args)
+            return v
+    wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
+    return wrapper
 
 
 class History:
@@ -106,6 +120,7 @@ class History:
         self.vote = {(i, o.name): S.Bool(f"vote_{i}_{o.name}") for i in A for o in self.rows if o.votes}
         self.dpos = {d: S.Int(f"deliver_{d}") for d in self.deliverers.values()}
         self.dend = {d: S.Int(f"deliver_end_{d}") for d in self.deliverers.values()}
+        self._memo: dict = {}
         self.constraints: list = []
         self.definitions: list = []  # name == formula, for derived relations
         self._defs: dict = {}
@@ -118,6 +133,7 @@ class History:
     def committed(self, n: int):
         return self.com[n] if n in self.com else S.TRUE
 
+    @_memo
     def reads(self, i: int, j: int, o: str):
         """Slot j of agent i reads row o (an item read of o, or a predicate read of o's group)."""
         k = self.row_index[o]
@@ -126,12 +142,15 @@ class History:
             return S.And(self.act[i, j], S.Or(item, self.kind[i, j] == KIND_PR))
         return S.And(self.act[i, j], item)
 
+    @_memo
     def pread(self, i: int, j: int):
         return S.And(self.act[i, j], self.kind[i, j] == KIND_PR)
 
+    @_memo
     def writes_at(self, i: int, j: int, o: str):
         return S.And(self.act[i, j], self.kind[i, j] == KIND_W, self.obj[i, j] == self.row_index[o])
 
+    @_memo
     def writes(self, n: int, o: str):
         if n == 0:
             return S.TRUE
@@ -152,6 +171,7 @@ class History:
             return S.IntVal(-1)
         return self.end[n] if n in self.com else self.dend[n]
 
+    @_memo
     def later(self, k: int, m: int, o: str):
         """m's committed version of o comes after k's in the version order."""
         if m == 0 or k == m:
@@ -163,8 +183,19 @@ class History:
             return S.And(m_has, self.com[k], self.writes(k, o), self.wp[k, o] < self.wp[m, o])
         return S.FALSE  # a callback row has one writer besides T0
 
+    @_memo
+    def writable(self, n: int) -> list[str]:
+        """Rows node n can write: T0 all, an agent every non-callback row, a delivery its callback row."""
+        if n == 0:
+            return [o.name for o in self.rows]
+        if n in self.com:
+            return [o.name for o in self.rows if o.owner is None]
+        return [o.name for o in self.rows if o.owner is not None and self.deliverers[o.owner] == n]
+
     def later_than_src(self, src, m: int, o: str):
-        return S.Or(*[S.And(src == k, self.later(k, m, o)) for k in self.nodes])
+        if o not in self.writable(m):
+            return S.FALSE
+        return S.Or(*[S.And(src == k, self.later(k, m, o)) for k in self.nodes if o in self.writable(k)])
 
     def slots(self):
         return range(self.bound.slots)
@@ -176,7 +207,9 @@ class History:
         nrows = len(self.rows)
         events = []
         for i in A:
-            c.append(self.act[i, 0])
+            if i <= 2:
+                c.append(self.act[i, 0])  # T1 and T2 do something; further agents may stay empty
+            c.append(self.pos[i, 0] < self.end[i])  # an empty transaction still starts before it ends
             for j in range(K):
                 kinds = [KIND_R, KIND_W] + ([KIND_PR] if self.group else [])
                 c.append(S.Or(*[self.kind[i, j] == v for v in kinds]))
@@ -261,21 +294,22 @@ class History:
         def make():
             if m not in self.com:
                 return S.FALSE
-            hits = [S.And(self.reads(m, j, o.name), self.src[m, j, o.name] == k)
-                    for j in self.slots() for o in self.rows]
+            hits = [S.And(self.reads(m, j, o), self.src[m, j, o] == k)
+                    for j in self.slots() for o in self.writable(k)]
             return S.And(self.committed(k), self.committed(m), S.Or(*hits))
         return self._define(("wr", k, m), make)
 
     def ww(self, k: int, m: int):
+        both = [o for o in self.writable(k) if o in self.writable(m)]
         return self._define(("ww", k, m), lambda: S.And(self.committed(k), S.Or(
-            *[S.And(self.writes(k, o.name), self.later(k, m, o.name)) for o in self.rows])))
+            *[S.And(self.writes(k, o), self.later(k, m, o)) for o in both])))
 
     def rw(self, k: int, m: int):
         def make():
             if k not in self.com or m == 0:
                 return S.FALSE
-            hits = [S.And(self.reads(k, j, o.name), self.later_than_src(self.src[k, j, o.name], m, o.name))
-                    for j in self.slots() for o in self.rows]
+            hits = [S.And(self.reads(k, j, o), self.later_than_src(self.src[k, j, o], m, o))
+                    for j in self.slots() for o in self.writable(m)]
             return S.And(self.committed(k), self.committed(m), S.Or(*hits))
         return self._define(("rw", k, m), make)
 
@@ -608,8 +642,11 @@ def _extract(h: History, m: S.Model, pred: Predicate, level: str) -> WitnessHist
                 else:
                     val = int(m(h.vote[i, o])) if h.row(o).votes else 10 * i + j + 1
                     events.append(Event(p, f"T{i}", "write", o, value=val))
-        events.append(Event(m(h.end[i]), f"T{i}", "commit" if m(h.com[i]) else "abort"))
+        if any(m(h.act[i, j]) for j in h.slots()):  # an empty transaction leaves no trace
+            events.append(Event(m(h.end[i]), f"T{i}", "commit" if m(h.com[i]) else "abort"))
     for i, d in h.deliverers.items():
+        if not any(m(h.act[i, j]) for j in h.slots()):
+            continue
         events.append(Event(m(h.dpos[d]), f"D{i}", "write", f"cb{i}", value=1))
         events.append(Event(m(h.dend[d]), f"D{i}", "commit"))
     events.sort(key=lambda e: e.pos)
