@@ -196,6 +196,23 @@ class Lane:
                                     (pid, list(others)), prepare=True).fetchone()
         return bool(row[0])
 
+    def in_wait_cycle(self, pid: int, pids: Sequence[int]) -> bool:
+        """Whether ``pid`` is on a cycle of the waits-for graph among ``pids`` (hard or soft
+        blocking, as pg_blocking_pids reports it): a deadlock the server's detector will break."""
+        rows = self.observer.execute("select p, pg_blocking_pids(p) from unnest(%s::int[]) as p",
+                                     (list(pids),), prepare=True).fetchall()
+        ours = set(pids)
+        waits = {p: [b for b in (blockers or []) if b in ours] for p, blockers in rows}
+        seen, stack = set(), list(waits.get(pid, []))
+        while stack:
+            q = stack.pop()
+            if q == pid:
+                return True
+            if q not in seen:
+                seen.add(q)
+                stack.extend(waits.get(q, []))
+        return False
+
     def close(self) -> None:
         for s in self.sessions.values():
             s.close()
@@ -401,7 +418,7 @@ class _Execution:
                 return
             if step.notices_first or self.lane.is_blocked(sess.pid, self._others(sess)):
                 others_blocked = [s for s in self.sessions.values() if s is not sess and s.pending]
-                if others_blocked:
+                if others_blocked and (step.notices_first or self.lane.in_wait_cycle(sess.pid, list(self.pids.values()))):
                     # Possibly a deadlock: give the detector (deadlock_timeout) time to break it.
                     fwait([fut] + [s.pending[1] for s in others_blocked],
                           timeout=3 * self.lane.deadlock_timeout_ms / 1000 + 0.02)
