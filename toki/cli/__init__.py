@@ -70,4 +70,12 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
 
 
 def entry() -> None:  # pragma: no cover
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # `toki ... | head`: the reader left; not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    sys.exit(code)

@@ -92,7 +92,7 @@ class Schedule:
                                     fix="write { session = ..., sql = \"...\" } or { session = ..., op = \"...\" }")
             if s.op is not None and s.op not in OPS:
                 raise ScheduleError(f"{label} has unknown op {s.op!r}", fix=f"use one of {', '.join(OPS)}")
-            if s.op is not None:
+            if s.op is not None and s.op != "sleep":  # write-path ops need the toki tables
                 self.store = True
         for level in self.expect:
             try:
