@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -312,8 +311,3 @@ def assemble(results: list[tuple[Job, dict]], *, trials: int, mode: str, seed: i
                           "published_mean_rate": {"RC": 0.7496, "SI": 0.7462, "SR": 0.0}}
     return doc
 
-
-def timed(fn, *a, **kw):
-    t0 = time.perf_counter()
-    out = fn(*a, **kw)
-    return out, time.perf_counter() - t0
