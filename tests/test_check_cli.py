@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from toki.check import check, models as cm
+from toki.check import check
+from toki.check import models as cm
 from toki.cli import main
 
 D = Path(__file__).parent / "data" / "histories"

@@ -18,4 +18,4 @@ from toki.check.core import check
 from toki.check.history import History, load, parse
 from toki.check.models import ALL_ANOMALIES, FRIENDLY_MODELS, boundary, lattice
 
-__all__ = ["check", "History", "load", "parse", "ALL_ANOMALIES", "FRIENDLY_MODELS", "boundary", "lattice"]
+__all__ = ["ALL_ANOMALIES", "FRIENDLY_MODELS", "History", "boundary", "check", "lattice", "load", "parse"]

@@ -52,9 +52,14 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
     models = cm.validate_models(models or [])
     anomalies = cm.validate_anomalies(anomalies or [])
     if isinstance(history, (str, Path)):
-        history = load(history)
-    t_load = time.perf_counter()
-    h = history if isinstance(history, History) else parse(history, workload)
+        ops = load(history)
+        t_load = time.perf_counter()
+        h = parse(ops, workload)
+        ops.clear()  # the op maps are the bulk of the memory: free them before inference
+        del ops
+    else:
+        t_load = time.perf_counter()
+        h = history if isinstance(history, History) else parse(history, workload)
     if h.workload != workload:
         from toki.errors import HistoryError
         raise HistoryError(f"history was parsed as {h.workload}, asked to check it as {workload}",
@@ -269,4 +274,4 @@ def render(h: History, typ: str, cases):
     return out
 
 
-__all__ = ["check", "result_map", "prohibited_anomalies"]
+__all__ = ["check", "prohibited_anomalies", "result_map"]

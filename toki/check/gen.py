@@ -36,7 +36,7 @@ WORKLOADS = ("list-append", "rw-register")
 
 
 class _Key:
-    __slots__ = ("versions", "next_value", "writes")
+    __slots__ = ("next_value", "versions", "writes")
 
     def __init__(self, init):
         self.versions = [(0, init)]  # (commit timestamp, value)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from toki.check.graph import NONE, RW, WR, WW, EdgeSet
-from toki.check.history import APPEND, FAIL, INFO, OK, R, History
+from toki.check.history import APPEND, FAIL, INFO, OK, History, R
 from toki.errors import HistoryError
 
 INIT = NONE

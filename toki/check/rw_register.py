@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from toki.check.graph import NONE, RW, WR, WW, EdgeSet, realtime_edges, scc_labels
-from toki.check.history import FAIL, INFO, OK, R, W, History
+from toki.check.history import FAIL, INFO, OK, History, R, W
 from toki.check.list_append import Codes
 from toki.errors import HistoryError
 
@@ -74,7 +74,7 @@ def analyse(h: History, *, wfr_keys=False, sequential_keys=False, linearizable_k
 
     mcode = code(m_key, m_val, m_nil)
     E = ext_ops(h)
-    o, newg, gid = E["o"], E["newg"], E["gid"]
+    o, newg = E["o"], E["newg"]
 
     # --- internal: a read differing from the previous mop on the same key in an ok txn ---
     if M:
@@ -94,7 +94,6 @@ def analyse(h: History, *, wfr_keys=False, sequential_keys=False, linearizable_k
             anomalies["internal"] = cases
 
     wi = np.flatnonzero(m_f == W)
-    wcode = mcode[wi]
     ri = np.flatnonzero((m_f == R) & okm & ~m_nil)
     rcode = mcode[ri]
 
@@ -194,7 +193,7 @@ def analyse(h: History, *, wfr_keys=False, sequential_keys=False, linearizable_k
     hi1 = np.searchsorted(ws, va, "right")
     m = (hi1 > lo1) & has_w2
     w1 = E["txn"][xw[wo[lo1[m]]]] if m.any() else np.zeros(0, np.int64)
-    keys_of = lambda c: _key_of(c, C)  # noqa: E731
+    keys_of = lambda c: _key_of(c, C)
     ww = EdgeSet(WW, w1, w2[m], keys_of(va[m]), _val_of(va[m], C), _val_of(vb[m], C))
     # rw: readers of va -> writer of vb
     ro, rs = index(xr_code)
