@@ -33,7 +33,8 @@ def test_json_shape_and_countermodels():
     assert names["theorem3.multilinear"]["status"] == "refuted" and names["theorem3.multilinear"]["countermodel"]
     assert doc["derived_matrix"] == {"P4": {"RC": "admitted", "RC+cb": "admitted", "SI": "excluded",
                                             "SI+cb": "excluded", "SR": "excluded", "SR+cb": "excluded"}}
-    assert names["matrix.P4.RC"]["countermodel"]["history"].startswith("w2[x")
+    h = names["matrix.P4.RC"]["countermodel"]["history"]
+    assert "r1[x:T0]" in h and h.index("w2[x") < h.index("w1[x")  # T1 overwrites T2 without reading it
     assert doc["provenance"]["git_commit"]
 
 
