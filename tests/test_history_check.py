@@ -1,0 +1,41 @@
+"""Histories recorded by the runner's write-path runs (DESIGN §4.3) go straight into toki check:
+the unguarded double supersede is a lost update on the incumbent row; the guarded one is not."""
+
+from __future__ import annotations
+
+import pytest
+
+from toki.check import check
+from toki.sched import Runner, Schedule, Step
+
+pytestmark = pytest.mark.db
+
+SETUP = ["insert into agent_memory values ('rx-1', 'alice', 'medication', 'penicillin', '2026-03-01', "
+         "'9999-12-31', '2026-03-01', '9999-12-31', 'x_rx1', 0.5, 'lww', 'current')"]
+
+
+def _fact(fid, obj):
+    return {"fact_id": fid, "subject": "alice", "predicate": "medication", "object": obj,
+            "valid_from": "2026-03-01T00:00:00"}
+
+
+def _double_supersede(guard: bool) -> Schedule:
+    steps = [Step("A", op="begin", args={"fact": _fact("rx-2", "amoxicillin"), "guard": guard}),
+             Step("B", op="begin", args={"fact": _fact("rx-3", "cephalexin"), "guard": guard}),
+             Step("A", op="read_candidates"), Step("B", op="read_candidates"),
+             Step("A", op="write"), Step("B", op="write"), Step("A", op="commit"), Step("B", op="commit")]
+    return Schedule(name="double-supersede", steps=steps, setup=SETUP, on_blocked="defer", store=True).validate()
+
+
+@pytest.mark.parametrize("guard", [True, False])
+def test_write_path_history_checks_as_elle_would(toki_server, guard):
+    res = Runner(toki_server).run(_double_supersede(guard), "read-committed", check_expect=False)
+    history = res.history
+    assert [op["type"] for op in history].count("ok") == 2
+    assert all(op["f"] == "txn" for op in history)
+    verdict = check(history, workload="rw-register")
+    if guard:
+        assert verdict["valid"] is True, verdict
+    else:
+        assert verdict["valid"] is False and "lost-update" in verdict["anomaly_types"], verdict
+        assert "serializable" in verdict["also_not"] or "serializable" in verdict["not"]
