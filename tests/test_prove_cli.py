@@ -95,3 +95,18 @@ def test_malformed_matrix_file_exits_2(tmp_path):
     p.write_text(json.dumps({"cells": [{"predicate": "P4", "level": "XX", "rate": 0}]}))
     rc, _, err = _main("--only", "lww.idempotent", "--matrix", str(p))
     assert rc == 2 and "unknown level" in err
+
+
+def test_other_forms_are_compared_apart(tmp_path):
+    path = _matrix_file(tmp_path, {})
+    doc = json.loads(path.read_text())
+    doc["variants"] = [{"predicate": "N1-unique", "level": lv, "rate": 0.0, "sqlstates": {"23505": 100}}
+                       for lv in ("RC", "SI")]
+    path.write_text(json.dumps(doc))
+    rc, out, _ = _main("--only", "matrix.N1-unique.RC", "--only", "matrix.N1-unique.SI", "--matrix", str(path), "--json")
+    comp = json.loads(out)["comparison"]
+    assert rc == 0 and comp["disagreements"] == []
+    forms = {(d["predicate"], d["level"]): d for d in comp["form_disagreements"]}
+    # abstract RC admits N1 on a unique-keyed log; PostgreSQL's unique index excludes it (23505)
+    assert forms["N1-unique", "RC"]["z3"] == "admitted" and forms["N1-unique", "RC"]["postgresql"] == "excluded"
+    assert forms["N1-unique", "SI"]["z3"] == "excluded"

@@ -66,7 +66,7 @@ def run(args, out) -> int:
         out.flush() if hasattr(out, "flush") else None
 
     rep = prove.run(only=args.only, timeout_s=args.timeout, witness_dir=args.witness_dir, progress=progress)
-    comparison = three_way(rep.derived_matrix, measured) if rep.derived_matrix else None
+    comparison = three_way(rep.derived_matrix, measured, rep.variants) if rep.derived_matrix or rep.variants else None
     doc = {
         "obligations": [{k: o[k] for k in ("name", "status", "expected", "seconds", "countermodel", "claim",
                                            "method", "detail")} | ({"extra": o["extra"]} if "extra" in o else {})
@@ -105,6 +105,12 @@ def run(args, out) -> int:
             else:
                 out.write("three-way comparison: no disagreement"
                           + (" (paper, z3, PostgreSQL)\n" if measured is not None else " (paper, z3)\n"))
+            if comparison["form_disagreements"]:
+                table(out, "other forms against the paper's row (expected to differ; SPEC §6 notes)",
+                      ["form", "level", "paper (row)", "z3"] + (["postgresql", "sqlstates"] if measured is not None else []),
+                      [[d["predicate"], d["level"], d["paper"], d["z3"]]
+                       + ([d.get("postgresql"), d.get("sqlstates", "")] if measured is not None else [])
+                       for d in comparison["form_disagreements"]])
         s = doc["summary"]
         out.write(f"{s['obligations']} obligations: {s['proved']} proved, {s['refuted']} refuted, "
                   f"{s['unknown']} unknown in {s['seconds']:.1f} s; "

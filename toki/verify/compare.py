@@ -35,6 +35,8 @@ def load_measured(path: str | Path) -> dict[tuple[str, str], dict]:
     except (OSError, json.JSONDecodeError) as e:
         raise InputError(f"matrix file {str(p)!r} is not JSON: {e}", fix="pass the file `toki matrix --json` wrote") from None
     cells = doc.get("cells") if isinstance(doc, dict) else None
+    if isinstance(cells, list) and isinstance(doc.get("variants"), list):
+        cells = cells + doc["variants"]  # other forms (P3-reread, N1-unique) measured by `toki matrix`
     if not isinstance(cells, list):
         raise InputError(f"matrix file {str(p)!r} has no 'cells' list",
                          fix='expected {"cells": [{"predicate", "level", "rate", ...}]} from `toki matrix --json`')
@@ -55,13 +57,24 @@ def load_measured(path: str | Path) -> dict[tuple[str, str], dict]:
     return out
 
 
-def three_way(derived: dict[str, dict[str, str]], measured: dict[tuple[str, str], dict] | None = None) -> dict:
-    """Rows per cell with the three verdicts and a list of every disagreement."""
-    rows, disagreements = [], []
-    for pred in MATRIX_PREDICATES:
+def three_way(derived: dict[str, dict[str, str]], measured: dict[tuple[str, str], dict] | None = None,
+              variants: dict[str, dict[str, str]] | None = None) -> dict:
+    """Rows per cell with the three verdicts and a list of every disagreement.
+
+    Other forms of a row (``variants``: P3-reread, N1-unique, ...) are compared the same way,
+    against the paper's claim for the row they are a form of, and listed apart: the paper
+    makes no claim about them, SPEC §6 asks to report them."""
+    rows, disagreements, form_rows, form_disagreements = [], [], [], []
+    todo = [(p, derived, rows, disagreements, p) for p in MATRIX_PREDICATES]
+    for p, v in (variants or {}).items():
+        base = p.split("-")[0]
+        todo.append((p, variants, form_rows, form_disagreements, base))
+    for pred, source, out_rows, out_dis, base in todo:
+        if base not in PAPER_GUARDS:
+            continue
         for level in LEVELS:
-            paper = paper_cell(pred, level)
-            z3v = derived.get(pred, {}).get(level, "not run")
+            paper = paper_cell(base, level)
+            z3v = source.get(pred, {}).get(level, "not run")
             row = {"predicate": pred, "level": level, "paper": paper, "z3": z3v}
             if measured is not None:
                 cell = measured.get((pred, level))
@@ -70,9 +83,12 @@ def three_way(derived: dict[str, dict[str, str]], measured: dict[tuple[str, str]
                 else:
                     row["postgresql"] = "admitted" if cell["rate"] > 0 else "excluded"
                     row["rate"] = cell["rate"]
-            rows.append(row)
+                    if cell.get("sqlstates"):
+                        row["sqlstates"] = cell["sqlstates"]
+            out_rows.append(row)
             verdicts = {k: row[k] for k in ("paper", "z3", "postgresql") if k in row
                         and row[k] in ("admitted", "excluded")}
             if len(set(verdicts.values())) > 1:
-                disagreements.append({**row, "who": ", ".join(f"{k}={v}" for k, v in verdicts.items())})
-    return {"rows": rows, "disagreements": disagreements}
+                out_dis.append({**row, "who": ", ".join(f"{k}={v}" for k, v in verdicts.items())})
+    return {"rows": rows, "disagreements": disagreements, "form_rows": form_rows,
+            "form_disagreements": form_disagreements}
