@@ -13,8 +13,9 @@ lww       RC            P4 lost update: a committed write left no trace, its clo
 evi       SI            A5B write skew: the slot ends with several current values at
                         one instant (each writer decided on a snapshot without the
                         other's row, and wrote a different row)
-await     RC+cb         callback boundary: a committed ⊕? resolution whose winner is
-                        not what the confirmer delivered for exactly that pair
+await     RC+cb         callback boundary: a committed ⊕? resolution that went against
+                        the confirmation delivered for its pair before it wrote, or
+                        that applied a confirmation of another pair
 rule      SR            P3 phantom: a set has several active ⊕c policies, or a
                         resolution went against the active policy for its set
 ========  ============  ==========================================================
@@ -287,13 +288,16 @@ def _has_token(rows: Sequence[Row], fid: str, carrier: Carrier) -> bool:
 
 
 def detect(operator: str, rows: Sequence[Row], outcomes: dict[str, object], *, policies=(), callbacks=(),
+           confirmed_before_write: dict[str, bool] | None = None,
            carrier: Carrier = Carrier.MULTILINEAR) -> list[str]:
     """What the operator's exposed anomaly looks like in this run ([] when absent).
 
     ``outcomes`` maps each *committed* agent to what its write returned (WriteOutcome-like:
     action, fact_id, winner_id, loser_id, at); ``rows`` is the final agent_memory;
     ``policies`` rows (set_key, chosen_index, active, policy_id); ``callbacks`` rows
-    (request_hash, chosen_index, status).
+    (request_hash, chosen_index, status); ``confirmed_before_write`` says per agent whether the
+    confirmer had committed before the agent's write began (a confirmation that arrives later
+    cannot bind it; when no confirmation exists ⊕? may fall back to the judge, SPEC §4 step 5).
     """
     found: list[str] = []
     if operator == "lww":
@@ -328,12 +332,13 @@ def detect(operator: str, rows: Sequence[Row], outcomes: dict[str, object], *, p
             pair = sorted((o.winner_id, o.loser_id))
             key, want = "|".join(pair), pair.index(o.winner_id)
             got = cbs.get(key)
-            if got is None or got[1] != "delivered":
-                found.append(f"callback boundary: {s} kept {o.winner_id} over {o.loser_id} with no confirmation "
-                             f"delivered for that pair")
-            elif got[0] != want:
-                found.append(f"callback boundary: the confirmer chose {pair[got[0]]} for {key}, "
+            delivered = got is not None and got[1] == "delivered"
+            if delivered and (confirmed_before_write or {}).get(s, True) and got[0] != want:
+                found.append(f"callback boundary: the confirmer chose {pair[got[0]]} for {key} before {s} wrote, "
                              f"but {s} kept {o.winner_id}")
+            elif not delivered and getattr(o, "vote_source", None) == "callback":
+                found.append(f"callback boundary: {s} kept {o.winner_id} over {o.loser_id} on a confirmation, "
+                             f"but none was delivered for that pair (a confirmation of another pair was applied)")
     elif operator == "rule":
         pol = [tuple(p) for p in policies]
         if memory.duplicate_active([(p[0], p[2]) for p in pol]):
@@ -472,10 +477,19 @@ class ContractChecker:
             if o is not None:
                 outcomes[s] = o
         conn = lane.admin
+        confirmed = {}
+        if w.operator == "await":
+            pos = {i: k for k, i in enumerate(result.executed)}
+            cb_commit = next(i for i, stp in enumerate(sched.steps) if stp.session == "CB" and stp.sql == "commit")
+            for a in w.agents:
+                write = next(i for i, stp in enumerate(sched.steps) if stp.session == a.session
+                             and stp.name == f"{a.session} write")
+                confirmed[a.session] = pos.get(cb_commit, 10**9) < pos.get(write, -1)
         anomalies = detect(
             w.operator, read_rows(conn, None if native else self.adapter), outcomes,
             policies=conn.execute("select set_key, chosen_index, active, policy_id from policy").fetchall(),
-            callbacks=conn.execute("select request_hash, chosen_index, status from callback_log").fetchall())
+            callbacks=conn.execute("select request_hash, chosen_index, status from callback_log").fetchall(),
+            confirmed_before_write=confirmed)
         return Trial(w, sched, result, anomalies, committed)
 
     # -- witnesses --------------------------------------------------------------------------
