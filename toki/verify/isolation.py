@@ -16,10 +16,11 @@ Every event has a position in one total order (the schedule). Each read returns 
 (named by the transaction that wrote it). The version order of a row is the order of its
 write events (a write installs its version when performed, as a single-version store does;
 Adya leaves the version order free, which would let an order contradicting time hide or
-invent a lost update, and would make witnesses that no database can execute). Well-formedness: a read returns a version written before it, a
-transaction reads its own write once it made one, a rolled-back version is never read after
-the rollback, a transaction writes a row at most once (so every version is final and Adya's
-G1b cannot arise within the bound).
+invent a lost update, and would make witnesses that no database can execute).
+Well-formedness: a read returns a version written before it, a transaction reads its own
+write once it made one, a rolled-back version is never read after the rollback, a
+transaction writes a row at most once (so every version is final and Adya's G1b cannot
+arise within the bound).
 
 Levels (axioms on the history only; they never mention an anomaly predicate):
   RC = PL-2: no G0 (ww cycle), no G1a (committed reads aborted), no G1c (ww/wr cycle).
