@@ -324,9 +324,22 @@ class WriteTxn:
                     f"write of {self.fact.fact_id!r}: the incumbent kept changing under us ({rereads} re-reads)",
                     fix="retry the write; contention on this slot is high",
                 )
+            before = self.incumbent.fact_id if self.incumbent is not None else None
             self._read_candidates()
-            if self.incumbent is not None and self.operator in ("await", "rule"):
-                self._judge()
+            if self.incumbent is None or self.incumbent.fact_id != before:
+                # A vote (or a delivered callback) decided the old pair, not this one: _resolve
+                # asks again for the pair we now see.
+                self.vote = self.vote_source = None
+
+    @property
+    def _unchanged(self) -> str:
+        """Compare-and-set: with the guard, a write to the incumbent also checks its provenance
+        is still the one we read, so a concurrent confirmation makes it affect zero rows."""
+        return " and provenance_id = %s" if self.guard else ""
+
+    @property
+    def _read_provenance(self) -> tuple:
+        return (self.incumbent.provenance_id,) if self.guard else ()
 
     def _stamp(self) -> datetime:
         t = naive_utc(self.at) if self.at is not None else self.store.clock.now()
@@ -371,14 +384,16 @@ class WriteTxn:
                 cur = c.execute(
                     "update agent_memory set fact_id = %s, object = %s, valid_from = %s, valid_to = %s,"
                     " system_time_start = %s, provenance_id = %s, confidence = %s, resolution_strategy_id = %s"
-                    " where fact_id = %s and system_time_start = %s and system_time_end = %s and row_kind = 'current'",
+                    " where fact_id = %s and system_time_start = %s and system_time_end = %s and row_kind = 'current'"
+                    + self._unchanged,
                     (new.fact_id, new.object, new.valid_from, new.valid_to, t, new.provenance,
-                     new.confidence, self.operator, inc.fact_id, inc.system_time_start, SENTINEL))
+                     new.confidence, self.operator, inc.fact_id, inc.system_time_start, SENTINEL)
+                    + self._read_provenance)
             else:
                 cur = c.execute(
                     "update agent_memory set system_time_end = %s where fact_id = %s and system_time_start = %s"
-                    " and system_time_end = %s and row_kind = 'current'",
-                    (t, inc.fact_id, inc.system_time_start, SENTINEL))
+                    " and system_time_end = %s and row_kind = 'current'" + self._unchanged,
+                    (t, inc.fact_id, inc.system_time_start, SENTINEL) + self._read_provenance)
             if cur.rowcount == 0 and self.guard:
                 return None
             self.writes.append((inc.fact_id, None))
@@ -390,6 +405,15 @@ class WriteTxn:
                                        valid_to=part.end).stamped(t)
                     c.execute(_INSERT, Row.of(rest, self.incumbent.resolution_strategy_id).values())
             self.writes.append((new.fact_id, new.object))
+        elif self.guard:
+            # The incumbent stays, so the decision rests on it as we read it: lock it (FOR SHARE
+            # waits for a concurrent writer) and re-read if it was closed or merged meanwhile.
+            still = c.execute(
+                "select 1 from agent_memory where fact_id = %s and system_time_start = %s and system_time_end = %s"
+                " and row_kind = 'current' and provenance_id = %s for share",
+                (inc.fact_id, inc.system_time_start, SENTINEL, self.incumbent.provenance_id)).fetchone()
+            if still is None:
+                return None
         aid = None
         if self.mode is SchemaMode.AUDIT_ROW:
             aid = audit_id(res.loser.fact_id, t)
