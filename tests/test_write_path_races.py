@@ -76,3 +76,17 @@ def test_consolidate_writes_one_audit_row_per_loser_dominating_all(toki_store):
     assert len(audits) == 2 and not audit_erasure(["x_f0", "x_f1", "x_f2"], audits)
     with pytest.raises(Exception, match="lww or evi"):
         toki_store.consolidate("alice", "medication", operator="rule")
+
+
+def test_a_newcomer_that_confirms_one_value_and_contradicts_another_is_refused(toki_store):
+    from datetime import datetime
+
+    from toki.errors import AmbiguousIncumbents
+    from toki.model import Fact
+
+    toki_store.conn.execute(ROW.format(fid="a", obj="penicillin", t="2026-03-01", prov="x_a"))
+    toki_store.conn.execute(ROW.format(fid="b", obj="amoxicillin", t="2026-03-02", prov="x_b"))
+    before = toki_store.rows()
+    with pytest.raises(AmbiguousIncumbents, match="consolidate"):
+        toki_store.write(Fact("c", "alice", "medication", "penicillin", datetime(2026, 3, 1)), at=datetime(2026, 4, 1))
+    assert toki_store.rows() == before

@@ -230,9 +230,15 @@ class WriteTxn:
             raise AmbiguousIncumbents(
                 f"fact {f.fact_id!r} contradicts {len(rivals)} current rows "
                 f"({', '.join(r.fact_id for r in rivals)}); the write path never guesses",
-                fix="resolve the incumbents among themselves first (an n-ary fold), then write",
+                fix="resolve the incumbents among themselves first (Store.consolidate), then write",
             )
-        self.duplicate = dups[0] if dups and not rivals else None
+        if dups and rivals:
+            raise AmbiguousIncumbents(
+                f"fact {f.fact_id!r} confirms {dups[0].fact_id} but contradicts {rivals[0].fact_id}: the slot "
+                "already holds contradicting current values; the write path never guesses",
+                fix="resolve the slot first (Store.consolidate), then write",
+            )
+        self.duplicate = dups[0] if dups else None
         self.incumbent = rivals[0] if rivals else None
         return rows
 
