@@ -73,18 +73,19 @@ class TokiWritePath:
 
     native_ops = True
 
-    def __init__(self, operator: str = "lww", *, mode: str = "audit_row", guard: bool = True):
+    def __init__(self, operator: str = "lww", *, mode: str = "audit_row", guard: bool = True,
+                 slot_lock: bool = False):
         if operator not in OPERATORS:
             raise ConfigError(f"unknown operator {operator!r}", fix=f"use one of {', '.join(OPERATORS)}")
-        self.operator, self.mode, self.guard = operator, mode, guard
-        self.name = f"toki-{operator}" + ("" if guard else "-unguarded")
+        self.operator, self.mode, self.guard, self.slot_lock = operator, mode, guard, slot_lock
+        self.name = f"toki-{operator}" + ("" if guard else "-unguarded") + ("-slot-locked" if slot_lock else "")
 
     def begin(self, conn, fact: Fact, level: Level):  # used when driven through call steps
         from toki.db.store import SchemaMode, Store, WriteTxn
 
         store = Store(server=None, schema="", mode=SchemaMode.parse(self.mode), _conn=conn)  # type: ignore[arg-type]
         txn = WriteTxn(store, conn, fact, operator=self.operator, level=level, mode=store.mode,
-                       judge=None, guard=self.guard, at=None)
+                       judge=None, guard=self.guard, at=None, slot_lock=self.slot_lock)
         txn.begin()
         return _TokiTxn(txn)
 
@@ -120,6 +121,11 @@ def toki_lww(**kw) -> TokiWritePath:
 
 def toki_evi(**kw) -> TokiWritePath:
     return TokiWritePath("evi", **kw)
+
+
+def toki_evi_slot_locked(**kw) -> TokiWritePath:
+    """⊕p with the slot lock: holds at SI, where the plain write path admits the empty-slot phantom."""
+    return TokiWritePath("evi", slot_lock=True, **kw)
 
 
 def toki_await(**kw) -> TokiWritePath:

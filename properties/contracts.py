@@ -213,11 +213,13 @@ def _env_step(w: Workload, session: str, kind: str) -> Step:
     raise AssertionError(kind)
 
 
-def _native_step(w: Workload, agent: Agent, phase: str, mode: str, guard: bool) -> Step:
+def _native_step(w: Workload, agent: Agent, phase: str, mode: str, guard: bool, slot_lock: bool = False) -> Step:
     if phase == "begin":
         args = {"fact": _fact_args(agent.fact), "operator": w.operator, "mode": mode}
         if not guard:
             args["guard"] = False
+        if slot_lock:
+            args["slot_lock"] = True
         if w.operator in ("await", "rule"):
             args["judge"] = {"p": 0.5, "seed": agent.judge_seed}
         return Step(agent.session, op="begin", args=args, name=f"{agent.session} begin {agent.fact.fact_id}")
@@ -264,7 +266,7 @@ def build_schedule(w: Workload, adapter, *, mode: str = "audit_row") -> Schedule
         if s not in agents:
             steps.append(_env_step(w, s, kind))
         elif native:
-            steps.append(_native_step(w, agents[s], kind, mode, guard))
+            steps.append(_native_step(w, agents[s], kind, mode, guard, getattr(adapter, "slot_lock", False)))
         else:
             steps.append(Step(s, op="call", name=f"{s} {kind}",
                               args={"fn": _AdapterCall(adapter, agents[s], kind, w.level, pos)}))

@@ -1,7 +1,7 @@
 """Contract suites on TOKI's own write path: at or above each operator's precondition no
 interleaving admits its anomaly (a budgeted search); below it a minimal witness is found and
-replays with `toki run`. Three cells contradict the paper's contract on PostgreSQL; they are
-strict xfails that carry the finding (they start failing the day the write path is fixed)."""
+replays with `toki run`. One cell contradicts the paper's contract on PostgreSQL (⊕p at SI); it
+is a strict xfail that carries the finding, next to the opt-in slot lock that closes it."""
 
 from __future__ import annotations
 
@@ -122,3 +122,13 @@ def test_detect_rejects_unknown_operator():
 
     with pytest.raises(ConfigError):
         detect("nope", [], {})
+
+
+def test_the_slot_lock_closes_the_empty_slot_phantom_of_evi_at_si(toki_server):
+    checker = ContractChecker(TokiWritePath("evi", slot_lock=True), server=toki_server)
+    try:
+        v = check(checker, "evi", "SI", budget=BUDGET, seed=0)
+    finally:
+        checker.close()
+    assert v.status == "holds", (v.note, v.witness.toml if v.witness else "")
+    assert v.examples >= BUDGET

@@ -90,3 +90,21 @@ def test_a_newcomer_that_confirms_one_value_and_contradicts_another_is_refused(t
     with pytest.raises(AmbiguousIncumbents, match="consolidate"):
         toki_store.write(Fact("c", "alice", "medication", "penicillin", datetime(2026, 3, 1)), at=datetime(2026, 4, 1))
     assert toki_store.rows() == before
+
+
+@pytest.mark.parametrize("slot_lock", [False, True])
+def test_empty_slot_phantom_at_si_needs_the_slot_lock(runner, slot_lock):
+    """⊕p at SI (its precondition): two writers both find the slot empty and both insert.
+    SPEC §4's write path lets it through; the opt-in slot lock serialises them."""
+    def begin(agent, fid, obj, conf):
+        fact = dict(_fact(fid, obj, f"x_{fid}"), confidence=conf)
+        return Step(agent, op="begin", args={"fact": fact, "operator": "evi", "slot_lock": slot_lock})
+
+    sched = _race(begin("A", "n1", "amoxicillin", 0.6), begin("B", "n2", "cephalexin", 0.7), [])
+    res = runner.run(sched, "repeatable-read", check_expect=False)
+    assert res.sessions == {"A": "committed", "B": "committed"}
+    objects = [r[0] for r in res.final[0]["rows"]]
+    if slot_lock:
+        assert res.steps[1].blocked and objects == ["cephalexin"]  # B waited, then resolved against A
+    else:
+        assert objects == ["amoxicillin", "cephalexin"]  # two contradicting current values

@@ -170,8 +170,10 @@ class WriteTxn:
 
     def __init__(self, store: "Store", conn: psycopg.Connection, fact: Fact, *, operator: str,
                  level: Level, mode: SchemaMode, judge: Judge | None, guard: bool, at: datetime | None,
-                 canonicalize: bool = True, session: str | None = None):
+                 canonicalize: bool = True, session: str | None = None, slot_lock: bool = False):
         self.store, self.conn, self.fact = store, conn, fact
+        self.slot_lock = slot_lock
+        self._locked = False
         self.operator, self.level, self.mode = operator, level, mode
         self.judge, self.guard, self.at = judge, guard, at
         self.canonicalize = canonicalize
@@ -205,10 +207,29 @@ class WriteTxn:
             self.done = True
             with contextlib.suppress(psycopg.Error):
                 self.conn.execute("rollback")
+            self._unlock()
+
+    # -- the optional slot lock -------------------------------------------------------------
+    # SI cannot stop two writers that both find a slot empty and both insert (a phantom: no row
+    # to conflict on). A session-level advisory lock on the slot, taken *before* BEGIN so the
+    # snapshot is taken after the previous holder committed, serialises the slot's writers.
+    def _slot_key(self) -> str:
+        return f"toki-slot:{self.fact.subject}/{self.fact.predicate}"
+
+    def _unlock(self) -> None:
+        if self._locked:
+            self._locked = False
+            with contextlib.suppress(psycopg.Error):
+                self.conn.execute("select pg_advisory_unlock(hashtextextended(%s, 0))", (self._slot_key(),))
 
     # -- phases ---------------------------------------------------------------------------
     def begin(self) -> None:
-        self._run("begin", lambda: self.conn.execute(f"begin isolation level {self.level.isolation.sql}"))
+        def go():
+            if self.slot_lock:
+                self.conn.execute("select pg_advisory_lock(hashtextextended(%s, 0))", (self._slot_key(),))
+                self._locked = True
+            self.conn.execute(f"begin isolation level {self.level.isolation.sql}")
+        self._run("begin", go)
 
     def read_candidates(self) -> list[Row]:
         return self._run("read_candidates", self._read_candidates)
@@ -448,6 +469,7 @@ class WriteTxn:
         def go():
             self.conn.execute("commit")
             self.done = True
+            self._unlock()
             return self.outcome
         if self.outcome is None:
             self.write()
@@ -604,7 +626,7 @@ class Store:
     def begin_write(self, fact: Fact, *, operator: str = "lww", level: Level | str | None = None,
                     mode: SchemaMode | str | None = None, judge: Judge | None = None, guard: bool = True,
                     at: datetime | None = None, conn: psycopg.Connection | None = None,
-                    canonicalize: bool = True, session: str | None = None) -> WriteTxn:
+                    canonicalize: bool = True, session: str | None = None, slot_lock: bool = False) -> WriteTxn:
         if operator not in OPERATORS:
             raise ConfigError(f"unknown operator {operator!r}", fix=f"use one of {', '.join(OPERATORS)}")
         if not isinstance(fact, Fact):
@@ -612,14 +634,21 @@ class Store:
         lvl = PRECONDITION[operator] if level is None else (parse_level(level) if isinstance(level, str) else level)
         return WriteTxn(self, conn or self.conn, fact, operator=operator, level=lvl,
                         mode=SchemaMode.parse(mode) if mode is not None else self.mode,
-                        judge=judge, guard=guard, at=at, canonicalize=canonicalize, session=session)
+                        judge=judge, guard=guard, at=at, canonicalize=canonicalize, session=session,
+                        slot_lock=slot_lock)
 
     def write(self, fact: Fact, *, operator: str = "lww", level: Level | str | None = None,
               mode: SchemaMode | str | None = None, judge: Judge | None = None, guard: bool = True,
-              at: datetime | None = None, conn: psycopg.Connection | None = None) -> WriteOutcome:
-        """Run SPEC §4 as one transaction at ``level`` (default: the operator's precondition)."""
+              at: datetime | None = None, conn: psycopg.Connection | None = None,
+              slot_lock: bool = False) -> WriteOutcome:
+        """Run SPEC §4 as one transaction at ``level`` (default: the operator's precondition).
+
+        ``slot_lock=True`` also serialises writers of the same (subject, predicate) slot with an
+        advisory lock taken before the transaction begins: beyond SPEC §4, it closes the
+        empty-slot phantom that SI lets through (two writers both insert into an empty slot).
+        """
         return self.begin_write(fact, operator=operator, level=level, mode=mode, judge=judge,
-                                guard=guard, at=at, conn=conn).run()
+                                guard=guard, at=at, conn=conn, slot_lock=slot_lock).run()
 
     def begin_consolidate(self, subject: str, predicate: str, *, operator: str = "lww",
                           level: Level | str | None = None, mode: SchemaMode | str | None = None,

@@ -582,7 +582,8 @@ class _Execution:
             sess.txn = self.store.begin_write(
                 _fact(a["fact"], where), operator=a.get("operator", "lww"), level=level,
                 mode=SchemaMode.parse(a.get("mode", "audit_row")), judge=judge, guard=bool(a.get("guard", True)),
-                at=a.get("at"), conn=sess.conn, canonicalize=bool(a.get("canonicalize", True)), session=sess.name)
+                at=a.get("at"), conn=sess.conn, canonicalize=bool(a.get("canonicalize", True)), session=sess.name,
+                slot_lock=bool(a.get("slot_lock", False)))
             sess.txn.step_log = []  # (phase, step index) for histories
             sess.txns.append(sess.txn)
             sess.txn.begin()
