@@ -21,7 +21,7 @@ import numpy as np
 
 from toki.check import graph as G
 from toki.check import models as cm
-from toki.check.history import FAIL, OK, History, load, parse
+from toki.check.history import FAIL, OK, History, parse, parse_text, read_bytes
 
 DEFAULT_MODELS = ("strict-serializable",)
 #: seconds of cycle search per strongly connected component before giving up ("unknown")
@@ -52,11 +52,11 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
     models = cm.validate_models(models or [])
     anomalies = cm.validate_anomalies(anomalies or [])
     if isinstance(history, (str, Path)):
-        ops = load(history)
+        p = Path(history)
+        text = read_bytes(p)
         t_load = time.perf_counter()
-        h = parse(ops, workload)
-        ops.clear()  # the op maps are the bulk of the memory: free them before inference
-        del ops
+        h = parse_text(text, workload, fmt="edn" if p.suffix.lower() == ".edn" else None, name=str(p))
+        del text
     else:
         t_load = time.perf_counter()
         h = history if isinstance(history, History) else parse(history, workload)
@@ -95,7 +95,7 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
     rendered = {k: render(h, k, v) for k, v in found.items()}
     result = result_map(prohibited, reportable, rendered)
     if stats:
-        result["stats"] = {"txns": h.n_txns, "ops": h.n_ops, "mops": len(h.m_txn), "edges": n_edges,
+        result["stats"] = {"parser": h.parser, "txns": h.n_txns, "ops": h.n_ops, "mops": len(h.m_txn), "edges": n_edges,
                            "nontrivial_sccs": n_scc,
                            "seconds": {"load": t_load - t0, "parse": t_parse - t_load, "infer": t_infer - t_parse,
                                        "cycles": t_cycles - t_infer, "total": time.perf_counter() - t0}}

@@ -67,6 +67,8 @@ class History:
     values: list | None
     r_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     r_elem: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: which parser built it: "scan" (toki.check.jsonscan) or "general" (op maps)
+    parser: str = "general"
 
     @property
     def n_txns(self) -> int:
@@ -129,11 +131,52 @@ def no_gc():
 def load(path: str | Path) -> list[dict]:
     """Read a history file (JSON array, JSON lines, or EDN) into a list of op maps."""
     p = Path(path)
+    return loads(read_bytes(p), fmt=_fmt_of(p), name=str(p))
+
+
+def read_bytes(path: str | Path) -> bytes:
+    p = Path(path)
     try:
-        text = p.read_bytes()
+        return p.read_bytes()
     except OSError as e:
         raise HistoryError(f"cannot read history file {str(p)!r}: {e.strerror}", fix="check the path") from None
-    return loads(text, fmt="edn" if p.suffix.lower() == ".edn" else None, name=str(p))
+
+
+def _fmt_of(p: Path) -> str | None:
+    return "edn" if p.suffix.lower() == ".edn" else None
+
+
+def read(path: str | Path, workload: str, *, scan: bool = True) -> History:
+    """Read and parse a history file in one step (the way ``toki check`` does)."""
+    p = Path(path)
+    return parse_text(read_bytes(p), workload, fmt=_fmt_of(p), name=str(p), scan=scan)
+
+
+def parse_text(text: str | bytes, workload: str, *, fmt: str | None = None, name: str = "history",
+               scan: bool = True) -> History:
+    """Parse history text into columns.
+
+    JSON of the common shape goes through the vectorised scanner (:mod:`toki.check.jsonscan`),
+    which makes no Python object per op; anything it does not accept (EDN, string keys, floats,
+    nested maps, a malformed op, ...) goes through the general path (op maps, then
+    :func:`parse`), which accepts it or names the bad op. Both give the same History; its
+    ``parser`` field says which one ran. ``scan=False`` forces the general path.
+    """
+    if workload not in WORKLOADS:
+        raise HistoryError(f"unknown workload {workload!r}", fix="use list-append or rw-register")
+    if scan and fmt != "edn" and isinstance(text, bytes) and text.lstrip()[:1] in (b"[", b"{"):
+        from toki.check import jsonscan
+
+        sc = jsonscan.scan(text)
+        if sc is not None:
+            h = parse_scanned(sc, workload)
+            if h is not None:
+                h.parser = "scan"
+                return h
+    ops = loads(text, fmt=fmt, name=name)
+    h = parse(ops, workload)
+    ops.clear()  # the op maps are the bulk of the memory: free them at once
+    return h
 
 
 def loads(text: str | bytes, *, fmt: str | None = None, name: str = "history") -> list[dict]:
@@ -328,42 +371,8 @@ def _parse_fast(ops: list[dict], workload: str) -> History:
     cpos = np.flatnonzero(client)
     tcode = np.fromiter(map(TYPE_CODES.__getitem__, types), np.int8, count=n)
     P = np.array(procs, np.int64) if ptypes == {int} else np.array([procs[i] for i in cpos], np.int64)
-    Ty = tcode[cpos]
-    order = np.lexsort((cpos, P))
-    sp, st, spos = P[order], Ty[order], cpos[order]
-    same_prev = np.zeros(len(sp), bool)
-    same_prev[1:] = sp[1:] == sp[:-1]
-    is_inv = st == INVOKE
-    prev_inv = np.zeros(len(sp), bool)
-    prev_inv[1:] = is_inv[:-1]
-    # An invocation followed by another invocation of the same process: malformed.
-    dbl = is_inv[:-1] & is_inv[1:] & same_prev[1:]
-    if dbl.any():
-        k = int(np.flatnonzero(dbl)[0])
-        i = int(spos[k + 1])
-        raise HistoryError(f"op {int(index[i])} (position {i}): process {procs[i]} invokes a new operation "
-                           f"before its operation {int(index[spos[k]])} completed",
-                           fix="each process has at most one outstanding operation; give a crashed process a new id")
-    comp = ~is_inv
-    paired = comp & same_prev & prev_inv
-    inv_of = np.full(len(sp), -1, np.int64)
-    inv_of[1:][paired[1:]] = spos[:-1][paired[1:]]
-    next_same = np.zeros(len(sp), bool)
-    next_same[:-1] = same_prev[1:]
-    dangling = is_inv & ~(next_same & np.r_[~is_inv[1:], False])
-    # transactions: completions plus dangling invocations (as info), in history order
-    tpos = np.concatenate([spos[comp], spos[dangling]])
-    tinv = np.concatenate([inv_of[comp], spos[dangling]])
-    ttype = np.concatenate([st[comp], np.full(int(dangling.sum()), INFO, np.int8)])
-    o2 = np.argsort(tpos, kind="stable")
-    tpos, tinv, ttype = tpos[o2], tinv[o2], ttype[o2]
-    t_index = index[tpos]
-    t_invoke = np.where(tinv >= 0, index[np.maximum(tinv, 0)], -1)
-    pcodes, plist = _codes([procs[i] for i in tpos], "process")
-    processes = plist if plist is not None else None
-    if processes is None:
-        uniq, pcodes = np.unique(pcodes, return_inverse=True)
-        processes = [int(x) for x in uniq]
+    tx = _transactions(index, tcode, cpos, P, procs.__getitem__)
+    tpos, ttype = tx["tpos"], tx["ttype"]
     tops = [ops[i] for i in tpos.tolist()]
     t_time = [o.get("time") for o in tops]
     if set(o.get("f", "txn") for o in tops) - {"txn"}:
@@ -381,7 +390,6 @@ def _parse_fast(ops: list[dict], workload: str) -> History:
     M = len(flat)
     if M and set(map(len, flat)) != {3}:
         raise ValueError("mop length")
-    m_txn = np.repeat(np.arange(len(tpos), dtype=np.int64), lens)
     fs, ks, vs = zip(*flat) if M else ((), (), ())
     del flat
     m_f = np.array(list(map(F_CODES.__getitem__, fs)), np.int8)
@@ -398,9 +406,6 @@ def _parse_fast(ops: list[dict], workload: str) -> History:
     wv = [vs[i] for i in widx.tolist()]
     rv = [vs[i] for i in ridx.tolist()]
     del vs
-    m_val = np.zeros(M, np.int64)
-    m_nil = np.zeros(M, bool)
-    t_is_ok = ttype == OK
     if workload == "list-append":
         if any(v is None for v in wv):
             raise TypeError("null append")
@@ -414,8 +419,6 @@ def _parse_fast(ops: list[dict], workload: str) -> History:
             rv = [[] if v is None else v for v in rv]
         else:
             rnil = np.zeros(len(rv), bool)
-        ok_of_read = t_is_ok[m_txn[ridx]]
-        unknown = rnil & ~ok_of_read
         rl = np.array(list(map(len, rv)), np.int64)
         elems = list(chain.from_iterable(rv))
         del rv
@@ -423,14 +426,8 @@ def _parse_fast(ops: list[dict], workload: str) -> History:
         codes, vtable = _codes(allv, "value")
         if vtable is not None and None in vtable:
             raise TypeError("null element")
-        m_val[widx] = codes[:len(wv)]
-        r_elem = codes[len(wv):]
-        r_off = np.zeros(len(ridx) + 1, np.int64)
-        np.cumsum(rl, out=r_off[1:])
-        m_val[ridx] = np.arange(len(ridx))
-        m_nil[ridx] = unknown
-        return History(workload, n, t_index, t_invoke, pcodes, ttype, t_time, processes, m_txn, m_f,
-                       m_key, m_val, m_nil, keys, vtable, r_off, r_elem)
+        return _list_append_history(n, tx, t_time, lens, m_f, m_key, keys, codes[:len(wv)], rnil, rl,
+                                    codes[len(wv):], vtable)
     # rw-register: nil reads are the initial state (ok ops) or unknown (others)
     rnil = np.fromiter((v is None for v in rv), bool, count=len(rv))
     wnil = np.fromiter((v is None for v in wv), bool, count=len(wv))
@@ -445,9 +442,134 @@ def _parse_fast(ops: list[dict], workload: str) -> History:
     wcodes[~wnil] = codes[:nw]
     rcodes = np.full(len(rv), -1, np.int64)
     rcodes[~rnil] = codes[nw:]
+    return _rw_register_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, wnil, rcodes, rnil, vtable)
+
+
+# ---------------------------------------------------------------------------- shared by both paths
+# The general path (op maps) and the scanner's (toki.check.jsonscan columns) meet here, so that
+# pairing invocations with completions and laying out micro-ops cannot differ between them.
+
+def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.ndarray, proc_of) -> dict:
+    """Pair each client completion with its process's preceding invocation.
+
+    ``index``/``tcode`` cover every op; ``cpos`` are the positions of client ops and ``P`` their
+    processes. Transactions are completions plus invocations that never complete (as info), in
+    history order. ``proc_of(i)`` names op i's process in error messages."""
+    Ty = tcode[cpos]
+    order = np.lexsort((cpos, P))
+    sp, st, spos = P[order], Ty[order], cpos[order]
+    same_prev = np.zeros(len(sp), bool)
+    same_prev[1:] = sp[1:] == sp[:-1]
+    is_inv = st == INVOKE
+    prev_inv = np.zeros(len(sp), bool)
+    prev_inv[1:] = is_inv[:-1]
+    # An invocation followed by another invocation of the same process: malformed.
+    dbl = is_inv[:-1] & is_inv[1:] & same_prev[1:]
+    if dbl.any():
+        k = int(np.flatnonzero(dbl)[0])
+        i = int(spos[k + 1])
+        raise HistoryError(f"op {int(index[i])} (position {i}): process {proc_of(i)} invokes a new operation "
+                           f"before its operation {int(index[spos[k]])} completed",
+                           fix="each process has at most one outstanding operation; give a crashed process a new id")
+    comp = ~is_inv
+    paired = comp & same_prev & prev_inv
+    inv_of = np.full(len(sp), -1, np.int64)
+    inv_of[1:][paired[1:]] = spos[:-1][paired[1:]]
+    next_same = np.zeros(len(sp), bool)
+    next_same[:-1] = same_prev[1:]
+    dangling = is_inv & ~(next_same & np.r_[~is_inv[1:], False])
+    tpos = np.concatenate([spos[comp], spos[dangling]])
+    tinv = np.concatenate([inv_of[comp], spos[dangling]])
+    ttype = np.concatenate([st[comp], np.full(int(dangling.sum()), INFO, np.int8)])
+    o2 = np.argsort(tpos, kind="stable")
+    tpos, tinv, ttype = tpos[o2], tinv[o2], ttype[o2]
+    uniq, pcodes = np.unique(P[np.searchsorted(cpos, tpos)], return_inverse=True)
+    return {"tpos": tpos, "ttype": ttype, "t_index": index[tpos],
+            "t_invoke": np.where(tinv >= 0, index[np.maximum(tinv, 0)], -1),
+            "pcodes": pcodes.astype(np.int64), "processes": [int(x) for x in uniq]}
+
+
+def _list_append_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, rnil, rl, elems, vtable) -> History:
+    ttype = tx["ttype"]
+    M = len(m_f)
+    m_txn = np.repeat(np.arange(len(ttype), dtype=np.int64), lens)
+    is_read = m_f == R
+    ridx = np.flatnonzero(is_read)
+    widx = np.flatnonzero(~is_read)
+    m_val = np.zeros(M, np.int64)
+    m_nil = np.zeros(M, bool)
+    m_val[widx] = wcodes
+    r_off = np.zeros(len(ridx) + 1, np.int64)
+    np.cumsum(rl, out=r_off[1:])
+    m_val[ridx] = np.arange(len(ridx))
+    # An ok read of nil is an empty list; a nil read in an info or failed op is unknown.
+    m_nil[ridx] = rnil & (ttype[m_txn[ridx]] != OK)
+    return History("list-append", n, tx["t_index"], tx["t_invoke"], tx["pcodes"], ttype, t_time, tx["processes"],
+                   m_txn, m_f, m_key, m_val, m_nil, keys, vtable, r_off, np.asarray(elems, np.int64))
+
+
+def _rw_register_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, wnil, rcodes, rnil, vtable) -> History:
+    ttype = tx["ttype"]
+    M = len(m_f)
+    m_txn = np.repeat(np.arange(len(ttype), dtype=np.int64), lens)
+    is_read = m_f == R
+    ridx = np.flatnonzero(is_read)
+    widx = np.flatnonzero(~is_read)
+    m_val = np.zeros(M, np.int64)
+    m_nil = np.zeros(M, bool)
     m_val[widx] = wcodes
     m_val[ridx] = rcodes
     m_nil[widx] = wnil
     m_nil[ridx] = rnil
-    return History(workload, n, t_index, t_invoke, pcodes, ttype, t_time, processes, m_txn, m_f,
-                   m_key, m_val, m_nil, keys, vtable)
+    return History("rw-register", n, tx["t_index"], tx["t_invoke"], tx["pcodes"], ttype, t_time, tx["processes"],
+                   m_txn, m_f, m_key, m_val, m_nil, keys, vtable)
+
+
+# ---------------------------------------------------------------------------- the scanner's path
+
+def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Concatenation of arange(s, s + l) for each (s, l)."""
+    ends = np.cumsum(lens)
+    return np.repeat(starts - ends + lens, lens) + np.arange(int(ends[-1]) if len(ends) else 0)
+
+
+def parse_scanned(sc, workload: str) -> History | None:
+    """A History from :func:`toki.check.jsonscan.scan` columns, or None where the general parser
+    must decide (it then accepts the same history, or names the bad op)."""
+    n = sc.n_ops
+    index = sc.index if sc.has_index else np.arange(n, dtype=np.int64)
+    cpos = np.flatnonzero(sc.client)
+    tx = _transactions(index, sc.type, cpos, sc.process[cpos], lambda i: int(sc.process[i]))
+    tpos, ttype = tx["tpos"], tx["ttype"]
+    vk = sc.vkind[tpos]
+    if not ((vk == 2) | ((vk == 1) & (ttype == FAIL))).all():
+        return None  # a transaction without a list of micro-ops
+    tt, ht = sc.time[tpos], sc.has_time[tpos]
+    t_time = tt.tolist() if ht.all() else [v if h else None for v, h in zip(tt.tolist(), ht.tolist())]
+    lens = sc.m_off[tpos + 1] - sc.m_off[tpos]
+    mi = _ranges(sc.m_off[tpos], lens)
+    m_f = sc.m_f[mi]
+    if len(m_f) and not np.isin(m_f, _ALLOWED[workload]).all():
+        return None
+    m_key = sc.m_key[mi]
+    vkind = sc.m_vkind[mi]
+    is_read = m_f == R
+    wk, rk = vkind[~is_read], vkind[is_read]
+    if (wk != 0).any():
+        return None  # a null or list written
+    if workload == "list-append":
+        if (rk == 0).any():
+            return None  # a read of a number
+        rm = mi[is_read]
+        rl = sc.m_len[rm]
+        e_off = np.zeros(len(sc.m_len) + 1, np.int64)
+        np.cumsum(sc.m_len, out=e_off[1:])
+        elems = sc.elem[_ranges(e_off[rm], rl)]
+        return _list_append_history(n, tx, t_time, lens, m_f, m_key, None, sc.m_val[mi[~is_read]], rk == 1, rl,
+                                    elems, None)
+    if (rk == 2).any():
+        return None  # a register read of a list
+    rnil = rk == 1
+    rcodes = np.where(rnil, -1, sc.m_val[mi[is_read]])
+    return _rw_register_history(n, tx, t_time, lens, m_f, m_key, None, sc.m_val[mi[~is_read]],
+                                np.zeros(int((~is_read).sum()), bool), rcodes, rnil, None)

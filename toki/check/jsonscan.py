@@ -1,0 +1,487 @@
+"""A vectorised scanner for JSON histories of the common shape (the fast path of the loader).
+
+Turning a large JSON history into Python dicts and lists costs more than checking it (about
+20 s and 4.8 GB for a million transactions). This scanner reads the bytes with numpy instead,
+one slice at a time, and returns columns (per op, per micro-op, and the elements of the
+list-append reads) without making a Python object per op.
+
+It accepts a strict subset of JSON and answers ``None`` (``Unsupported`` inside) for anything
+else, so that the general parser (orjson plus the checks of :mod:`toki.check.history`) decides:
+accepting, or naming the bad op. The subset:
+
+- the file is pure ASCII, has no backslash, and is a JSON array of op objects, or one op
+  object per line (JSON lines);
+- ops are flat objects; the only nesting allowed is a list value of depth at most three
+  (``value``: a list of micro-ops ``[f, k, v]`` whose ``v`` may be a list of scalars);
+- strings hold no whitespace, ``[]{},:`` or control characters, and numbers are integers of at
+  most 18 digits (a float, an exponent or a string key anywhere sends the file to the general
+  parser);
+- client ops (an integer ``process``) have ``f`` "txn" (or none), a ``value`` that is a list of
+  micro-ops ``[f, k, v]`` with ``f`` one of r, append, w, an integer key, and ``v`` an integer,
+  null, or a list of integers; an integer or null ``time``; an integer ``index`` in every op or
+  in none. Other keys, and the values of non-client ops (nemesis), are validated as JSON and
+  ignored, as the general parser ignores them.
+
+How: a byte is whitespace, structural (``[]{},:``, or a control character) or part of a token
+("literal": everything else, quotes included). Tokens start at structural bytes and at the
+first byte of each literal run. A token's kind comes from its first byte; strings are checked
+to be exactly one literal run between two quotes, numbers are parsed in groups of equal digit
+count, the container depth of every token comes from a cumulative sum over the brackets only,
+and the grammar is checked as a table of allowed (depth, token, next token) triples, plus one
+rule for object keys. Slices end after an op's closing brace, so no op is split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+LBRACK, LBRACE, RBRACK, RBRACE, COMMA, COLON, STR, NUM, NULL, TRUE, FALSE, OTHER = range(12)
+
+_WS, _STRUCT, _LIT = 0, 1, 2
+
+
+def _table(default: int, pairs: dict[int, int]) -> bytes:
+    t = bytearray([default] * 256)
+    for k, v in pairs.items():
+        t[k] = v
+    return bytes(t)
+
+
+# byte classes: whitespace, structural (incl. control characters and non-ASCII), literal
+_CLS = _table(_LIT, {**{c: _STRUCT for c in range(32)}, **{c: _STRUCT for c in range(128, 256)},
+                     **{c: _STRUCT for c in b"[]{},:\\"}, **{c: _WS for c in b" \t\n\r"}})
+# token kind from its first byte
+_KIND = _table(OTHER, {ord("["): LBRACK, ord("{"): LBRACE, ord("]"): RBRACK, ord("}"): RBRACE, ord(","): COMMA,
+                       ord(":"): COLON, ord('"'): STR, ord("-"): NUM, ord("n"): NULL, ord("t"): TRUE,
+                       ord("f"): FALSE, **{c: NUM for c in b"0123456789"}})
+
+# strings the scanner knows (keys and values); any other string is "unknown" (code 255)
+VOCAB = ("type", "process", "f", "value", "index", "time", "invoke", "ok", "fail", "info", "txn", "r", "append",
+         "w")
+S = {s: i for i, s in enumerate(VOCAB)}
+S_UNKNOWN = 255
+_KEYS = ("type", "process", "f", "value", "index", "time")  # codes 0..5: the op keys read
+
+
+def _word(s: str) -> int:
+    b = s.encode()
+    return int.from_bytes(b, "little") | (len(b) << 56)
+
+
+_VW = np.array(sorted(_word(s) for s in VOCAB), np.uint64)
+_VID = np.array([S[s] for s in sorted(VOCAB, key=_word)], np.uint8)
+_MASK = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], np.uint64)
+_SHORT_MASK = np.array([0, 0xFFFFFFFF], np.uint32)  # digit check only where the word holds the number
+_NULLW, _TRUEW, _FALSEW = (np.uint64(int.from_bytes(w, "little")) for w in (b"null", b"true", b"false"))
+
+# op type codes (as toki.check.history.TYPE_CODES) and micro-op f codes (history.F_CODES)
+_TYPE_OF = np.full(256, -1, np.int8)
+for _name, _code in (("ok", 0), ("info", 1), ("fail", 2), ("invoke", 3)):
+    _TYPE_OF[S[_name]] = _code
+_F_OF = np.full(256, -1, np.int8)
+for _name, _code in (("r", 0), ("append", 1), ("w", 2)):
+    _F_OF[S[_name]] = _code
+
+_VALUE_START = (LBRACK, STR, NUM, NULL, TRUE, FALSE)
+_VALUE_END = (RBRACK, STR, NUM, NULL, TRUE, FALSE)
+
+
+def _pairs(ctx: str) -> list[tuple[int, int]]:
+    if ctx == "top-array":      # inside the top-level array: op objects separated by commas
+        return [(LBRACK, LBRACE), (LBRACK, RBRACK), (RBRACE, COMMA), (COMMA, LBRACE), (RBRACE, RBRACK)]
+    if ctx == "top-lines":      # between JSON lines
+        return [(RBRACE, LBRACE)]
+    if ctx == "object":         # an op's members
+        return ([(LBRACE, STR), (LBRACE, RBRACE), (COMMA, STR), (STR, COLON)]
+                + [(COLON, k) for k in _VALUE_START] + [(k, COMMA) for k in _VALUE_END]
+                + [(k, RBRACE) for k in _VALUE_END])
+    if ctx == "array":          # a list inside an op
+        return ([(LBRACK, k) for k in _VALUE_START] + [(LBRACK, RBRACK)] + [(COMMA, k) for k in _VALUE_START]
+                + [(k, COMMA) for k in _VALUE_END] + [(k, RBRACK) for k in _VALUE_END])
+    return []
+
+
+def _pair_table(contexts: list[str]) -> np.ndarray:
+    """allowed[(depth << 8) | (kind << 4) | next_kind]; depth is the container depth after kind."""
+    t = np.zeros(8 << 8, bool)
+    for d, ctx in enumerate(contexts):
+        for a, b in _pairs(ctx):
+            t[(d << 8) | (a << 4) | b] = True
+    return t
+
+
+# depth after a token -> context; ops open at depth OPD (array: 2, lines: 1), lists nest 3 deep
+_ARRAY = dict(opd=2, table=_pair_table(["none", "top-array", "object", "array", "array", "array"]))
+_LINES = dict(opd=1, table=_pair_table(["top-lines", "object", "array", "array", "array"]))
+
+
+class Unsupported(Exception):
+    """The input is outside the scanner's subset: the general parser decides."""
+
+
+@dataclass
+class Scanned:
+    """Columns over every op of a history (file order) and the micro-ops of client ops."""
+
+    n_ops: int
+    has_index: bool
+    index: np.ndarray       # int64 (zeros if no op has an index)
+    type: np.ndarray        # int8: history.TYPE_CODES
+    client: np.ndarray      # bool: integer process
+    process: np.ndarray     # int64 (0 for non-client ops)
+    time: np.ndarray        # int64
+    has_time: np.ndarray    # bool (a null time is no time, as op.get("time") is None)
+    vkind: np.ndarray       # int8: 0 no value, 1 null, 2 list of micro-ops, 3 anything else
+    m_off: np.ndarray       # int64 CSR: micro-ops of op i are m_off[i]:m_off[i+1] (client list values only)
+    m_f: np.ndarray         # int8: history.F_CODES
+    m_key: np.ndarray       # int64
+    m_vkind: np.ndarray     # int8: 0 integer, 1 null, 2 list
+    m_val: np.ndarray       # int64 (integer values)
+    m_len: np.ndarray       # int64 (list values: number of elements)
+    elem: np.ndarray        # int64: elements of the list values, in micro-op order
+
+
+def scan(data: bytes, *, chunk_bytes: int = 512 << 10, threads: int | None = None) -> Scanned | None:
+    """Columns of a JSON history, or None when it is outside the subset (see the module doc).
+
+    Large inputs are cut at op boundaries into one piece per thread (numpy releases the GIL in
+    its loops); ``threads`` defaults to the number of CPUs this process may use, at most 4."""
+    try:
+        return _scan(data, chunk_bytes, threads)
+    except Unsupported:
+        return None
+
+
+def default_threads() -> int:
+    try:
+        import os
+
+        return max(1, min(4, len(os.sched_getaffinity(0))))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return 1
+
+
+def _scan(data: bytes, chunk_bytes: int, threads: int | None) -> Scanned:
+    if not data.isascii() or b"\\" in data:
+        raise Unsupported("non-ASCII bytes or escapes")
+    n = len(data)
+    start = len(data) - len(data.lstrip())
+    if start >= n:
+        raise Unsupported("empty")
+    mode = _ARRAY if data[start:start + 1] == b"[" else _LINES
+    if mode is _LINES and data[start:start + 1] != b"{":
+        raise Unsupported("not JSON")
+    threads = default_threads() if threads is None else threads
+    cuts = _split(data, start, threads if n >= 8 * chunk_bytes else 1)
+    spans = list(zip(cuts[:-1], cuts[1:]))
+    if len(spans) == 1:
+        results = [_scan_span(data, start, n, True, True, mode, chunk_bytes)]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(spans)) as ex:
+            futs = [ex.submit(_scan_span, data, a, b, i == 0, i == len(spans) - 1, mode, chunk_bytes)
+                    for i, (a, b) in enumerate(spans)]
+            results = [f.result() for f in futs]  # re-raises Unsupported
+    parts = [p for r in results for p in r]
+    if not parts:
+        raise Unsupported("no ops")
+    if len({p["has_index"] for p in parts}) != 1:
+        raise Unsupported("index in some ops only")
+    cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k not in ("n", "has_index")}
+    n_ops = int(sum(p["n"] for p in parts))
+    m_off = np.zeros(n_ops + 1, np.int64)
+    np.cumsum(cat.pop("m_count"), out=m_off[1:])
+    return Scanned(n_ops=n_ops, has_index=bool(parts[0]["has_index"]), m_off=m_off, **cat)
+
+
+def _split(data: bytes, start: int, k: int) -> list[int]:
+    """Cut points right after an op's closing brace that ends a line (``}``, ``},`` then a newline).
+    In the subset every ``}`` closes an op (nested objects and braces in strings are not in it), so
+    a wrong cut only happens on input the scan rejects anyway."""
+    n = len(data)
+    cuts = [start]
+    for i in range(1, k):
+        j = data.find(b"\n", max(cuts[-1] + 1, start + (n - start) * i // k))
+        while j >= 0:
+            base = max(j - 8, 0)
+            head = data[base:j].rstrip(b"\r \t")
+            if head.endswith(b"}") or head.endswith(b"},"):
+                cuts.append(base + len(head) - head.endswith(b","))
+                break
+            j = data.find(b"\n", j + 1)
+    cuts.append(n)
+    return sorted(set(cuts))
+
+
+def _scan_span(data: bytes, s: int, end: int, first: bool, last: bool, mode: dict, chunk_bytes: int) -> list:
+    """Scan data[s:end], which starts at the file start (first) or right after an op's closing
+    brace, and ends at the file end (last) or right after an op's closing brace."""
+    parts = []
+    d0, prev = (0, -1) if first else (mode["opd"] - 1, RBRACE)
+    ch = chunk_bytes
+    while s < end:
+        e = end if end - s <= ch else data.find(b"\n", s + ch, end) + 1
+        e = end if e <= 0 else e
+        r = _chunk(data[s:e], last and e == end, mode, d0, prev)
+        if r is None:  # no op closes in this slice: take a bigger one
+            if e == end:
+                raise Unsupported("a piece does not end with an op")
+            ch *= 2
+            continue
+        part, used = r
+        if part["n"]:
+            parts.append(part)
+        s += used
+        d0, prev = mode["opd"] - 1, RBRACE
+        ch = chunk_bytes
+    return parts
+
+
+def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
+    """Scan one slice, starting at container depth d0 after a token of kind prev (-1: file start).
+    Returns (columns, bytes used: up to the last complete op) or None if no op completes."""
+    opd, table = mode["opd"], mode["table"]
+    n = len(buf)
+    padded = buf + bytes(16)
+    b = np.frombuffer(padded, np.uint8)
+    c = np.frombuffer(padded.translate(_CLS), np.uint8)
+    cand = np.empty(n, bool)
+    cand[0] = c[0] != _WS
+    np.not_equal(c[1:n] & c[:n - 1], _LIT, out=cand[1:])
+    cand[1:] &= c[1:n] != _WS
+    pos = np.flatnonzero(cand)
+    kind = np.frombuffer(b[pos].tobytes().translate(_KIND), np.uint8)
+    if len(kind) == 0:
+        if final and d0 == 0 and prev == RBRACE and mode is _LINES:
+            return _empty(), n
+        raise Unsupported("no tokens")
+    bi = np.flatnonzero(kind < 4)
+    bk = kind[bi]
+    dab = np.cumsum(np.where(bk < 2, 1, -1).astype(np.int16)) + np.int16(d0)  # depth after each bracket
+    # cut after the last op's closing brace
+    closes = np.flatnonzero((bk == RBRACE) & (dab == opd - 1))
+    if final:
+        T = len(pos)
+        if dab[-1] != 0 if len(dab) else d0 != 0:
+            raise Unsupported("unbalanced")
+        used = n
+    else:
+        if len(closes) == 0:
+            return None
+        T = int(bi[closes[-1]]) + 1
+        used = int(pos[T - 1]) + 1
+        nb = int(closes[-1]) + 1
+        bi, bk, dab = bi[:nb], bk[:nb], dab[:nb]
+        pos, kind = pos[:T], kind[:T]
+    if len(dab) and (int(dab.min()) < 0 or int(dab.max()) > opd + 3):
+        raise Unsupported("depth")
+    if (kind == OTHER).any():
+        raise Unsupported("unknown token")
+    pos_ext = np.empty(T + 1, np.int64)
+    pos_ext[:T] = pos
+    pos_ext[T] = n
+    # container depth after every token, and the grammar as allowed (depth, kind, next kind)
+    cnt = np.diff(np.concatenate(([0], bi, [T])))
+    dtok = np.repeat(np.concatenate(([d0], dab)).astype(np.uint8), cnt)
+    code = (dtok[:-1].astype(np.uint16) << 8) | (kind[:-1].astype(np.uint16) << 4) | kind[1:]
+    if not table[code].all():
+        raise Unsupported("grammar")
+    if prev < 0:
+        if kind[0] != (LBRACK if mode is _ARRAY else LBRACE) or d0 != 0:
+            raise Unsupported("start")
+    elif not table[(d0 << 8) | (prev << 4) | int(kind[0])]:
+        raise Unsupported("grammar at a slice start")
+    if final and kind[-1] != (RBRACK if mode is _ARRAY else RBRACE):
+        raise Unsupported("end")
+
+    # strings: one literal run from an opening quote to the next quote
+    si = np.flatnonzero(kind == STR)
+    sp = pos[si]
+    qpos = np.flatnonzero(b[:used] == 34)
+    if len(qpos) != 2 * len(si) or not np.array_equal(qpos[0::2], sp):
+        raise Unsupported("strings")
+    close = qpos[1::2]
+    if not (close < pos_ext[si + 1]).all() or (c[close + 1] == _LIT).any():
+        raise Unsupported("strings")
+    slen = close - sp - 1
+    w8 = np.ndarray((n + 8,), "<u8", padded, 0, (1,))
+    word = (w8[sp + 1] & _MASK[np.minimum(slen, 8)]) | (slen.astype(np.uint64) << np.uint64(56))
+    word[slen > 7] = np.uint64(0)
+    j = np.minimum(np.searchsorted(_VW, word), len(_VW) - 1)
+    sid_tok = np.full(T, S_UNKNOWN, np.uint8)
+    sid_tok[si] = np.where(_VW[j] == word, _VID[j], S_UNKNOWN)
+    # object keys: a string after { or , inside an op is a key, and only a key precedes a colon
+    at_obj = si[dtok[si] == opd]
+    kp = kind[at_obj - 1]
+    keypos = (kp == LBRACE) | (kp == COMMA)
+    if not np.array_equal(keypos, kind[at_obj + 1] == COLON):
+        raise Unsupported("object keys")
+    key_tok = at_obj[keypos]
+    # literals
+    li = np.flatnonzero((kind >= NULL) & (kind <= FALSE))
+    if len(li):
+        lk = kind[li]
+        ln = np.where(lk == FALSE, 5, 4)
+        want = np.where(lk == NULL, _NULLW, np.where(lk == TRUE, _TRUEW, _FALSEW))
+        lp = pos[li]
+        if not ((w8[lp] & _MASK[ln]) == want).all() or (c[lp + ln] == _LIT).any():
+            raise Unsupported("literals")
+    num_tok = _numbers(b, c, kind, pos_ext, T)
+
+    # ops and their members
+    op_tok = bi[bk == LBRACE]
+    nops = len(op_tok)
+    if nops == 0:
+        return _empty(), used
+    kcount = np.diff(np.append(np.searchsorted(key_tok, op_tok), len(key_tok)))
+    key_op = np.repeat(np.arange(nops), kcount)
+    key_id = sid_tok[key_tok]
+    known = key_id < len(_KEYS)
+    cell = key_op[known] * len(_KEYS) + key_id[known]
+    if len(cell) and np.bincount(cell).max() > 1:
+        raise Unsupported("duplicate keys")
+    vt = np.full(nops * len(_KEYS), -1, np.int64)
+    vt[cell] = key_tok[known] + 2
+    vt = vt.reshape(nops, len(_KEYS))
+    t_tok, p_tok, f_tok, v_tok, i_tok, tm_tok = vt.T
+    if (t_tok < 0).any() or (p_tok < 0).any():
+        raise Unsupported("op without type or process")
+    typ = _TYPE_OF[sid_tok[t_tok]]
+    if (kind[t_tok] != STR).any() or (typ < 0).any():
+        raise Unsupported("type")
+    client = kind[p_tok] == NUM
+    process = np.where(client, num_tok[p_tok], 0)
+    has_i = i_tok >= 0
+    if has_i.any() and not has_i.all():
+        raise Unsupported("index in some ops only")
+    has_index = bool(has_i.all())
+    if has_index and (kind[i_tok] != NUM).any():
+        raise Unsupported("index")
+    index = num_tok[i_tok] if has_index else np.zeros(nops, np.int64)
+    tk = np.where(tm_tok >= 0, kind[np.maximum(tm_tok, 0)], NULL)
+    if not np.isin(tk, (NUM, NULL)).all():
+        raise Unsupported("time")
+    has_time = tk == NUM
+    time = np.where(has_time, num_tok[np.maximum(tm_tok, 0)], 0)
+    fk = f_tok[client]
+    if ((fk >= 0) & ((kind[np.maximum(fk, 0)] != STR) | (sid_tok[np.maximum(fk, 0)] != S["txn"]))).any():
+        raise Unsupported("f")
+    vk = np.where(v_tok >= 0, kind[np.maximum(v_tok, 0)], 255)
+    vkind = np.select([v_tok < 0, vk == NULL, vk == LBRACK], [0, 1, 2], 3).astype(np.int8)
+
+    # micro-ops: lists opening at depth opd+2 inside the value list of a client op
+    vl_op = np.flatnonzero(client & (vkind == 2))
+    vl_tok = v_tok[vl_op]
+    B = len(bi)
+    oplist = (bk == LBRACK) & (dab == opd + 1)
+    owner = np.maximum.accumulate(np.where(oplist, np.arange(B), -1))
+    mo_b = np.flatnonzero((bk == LBRACK) & (dab == opd + 2))
+    own_tok = bi[owner[mo_b]]
+    jj = np.minimum(np.searchsorted(vl_tok, own_tok), max(len(vl_tok) - 1, 0))
+    good = (vl_tok[jj] == own_tok) if len(vl_tok) else np.zeros(len(mo_b), bool)
+    mop_b = mo_b[good]
+    mop_op = vl_op[jj[good]]
+    # every element of a client value list must be a micro-op
+    sc = np.flatnonzero((dtok == opd + 1) & (kind >= STR))
+    if len(sc) and len(vl_tok):
+        ol_tok = bi[oplist]
+        sown = ol_tok[np.searchsorted(ol_tok, sc) - 1]
+        if np.isin(sown, vl_tok).any():
+            raise Unsupported("value element is not a micro-op")
+    t = bi[mop_b]
+    k5 = kind[t + 5]
+    ok = ((kind[t + 1] == STR) & (kind[t + 2] == COMMA) & (kind[t + 3] == NUM) & (kind[t + 4] == COMMA)
+          & ((k5 == NUM) | (k5 == NULL) | (k5 == LBRACK)))
+    if not ok.all():
+        raise Unsupported("micro-op shape")
+    islist = k5 == LBRACK
+    lb = mop_b[islist]
+    rclose = bi[lb + 2]
+    if (kind[t[~islist] + 6] != RBRACK).any() or (kind[rclose + 1] != RBRACK).any():
+        raise Unsupported("micro-op length")
+    m_f = _F_OF[sid_tok[t + 1]]
+    if (m_f < 0).any():
+        raise Unsupported("micro-op f")
+    m_vkind = np.where(islist, 2, np.where(k5 == NULL, 1, 0)).astype(np.int8)
+    m_len = np.zeros(len(t), np.int64)
+    ro = t[islist] + 5
+    nel = (rclose - ro) // 2
+    m_len[islist] = nel
+    tot = int(nel.sum())
+    el_tok = np.repeat(ro + 1 - 2 * (np.cumsum(nel) - nel), nel) + 2 * np.arange(tot)
+    if (kind[el_tok] != NUM).any():
+        raise Unsupported("list element")
+    part = dict(n=nops, has_index=has_index, index=index, type=typ, client=client, process=process, time=time,
+                has_time=has_time, vkind=vkind, m_count=np.bincount(mop_op, minlength=nops),
+                m_f=m_f, m_key=num_tok[t + 3], m_vkind=m_vkind, m_val=np.where(k5 == NUM, num_tok[t + 5], 0),
+                m_len=m_len, elem=num_tok[el_tok])
+    if mode is _LINES:
+        _check_lines(buf, pos, op_tok, bi[bk == RBRACE], prev >= 0)
+    return part, used
+
+
+def _empty() -> dict:
+    z8, z64 = np.zeros(0, np.int8), np.zeros(0, np.int64)
+    return dict(n=0, has_index=None, index=z64, type=z8, client=np.zeros(0, bool), process=z64, time=z64,
+                has_time=np.zeros(0, bool), vkind=z8, m_count=z64, m_f=z8, m_key=z64, m_vkind=z8, m_val=z64,
+                m_len=z64, elem=z64)
+
+
+def _numbers(b: np.ndarray, c: np.ndarray, kind: np.ndarray, pos_ext: np.ndarray, T: int) -> np.ndarray:
+    """Value of every integer token (0 elsewhere); Unsupported for anything but -?(0|[1-9][0-9]*)."""
+    out = np.zeros(T, np.int64)
+    ni = np.flatnonzero(kind == NUM)
+    if len(ni) == 0:
+        return out
+    p = pos_ext[ni]
+    neg = b[p] == 45
+    ds = p + neg
+    end = pos_ext[ni + 1]  # the literal run ends at the next token, or earlier at whitespace
+    ws = np.flatnonzero(c[end - 1] == _WS)
+    while len(ws):
+        end[ws] -= 1
+        ws = ws[c[end[ws] - 1] == _WS]
+    L = end - ds
+    if len(L) and (int(L.min()) < 1 or int(L.max()) > 18):
+        raise Unsupported("number length")
+    if ((b[ds] == 48) & (L > 1)).any():
+        raise Unsupported("leading zero")
+    # up to 4 digits at once: a 4-byte little-endian word, right-aligned and reduced in lanes
+    w4 = np.ndarray((len(b) - 4,), "<u4", b, 0, (1,))
+    short = L <= 4
+    sh = ((4 - np.minimum(L, 4)) * 8).astype(np.uint32)
+    x = w4[ds] << sh
+    x -= np.uint32(0x30303030) << sh
+    if (((x + np.uint32(0x76767676)) | x) & np.uint32(0x80808080) & _SHORT_MASK[short.view(np.uint8)]).any():
+        raise Unsupported("not an integer")
+    x = (x * np.uint32(10) + (x >> np.uint32(8))) & np.uint32(0x00FF00FF)
+    x = (x * np.uint32(100) + (x >> np.uint32(16))) & np.uint32(0xFFFF)
+    vals = x.astype(np.int64)
+    long_ = np.flatnonzero(~short)
+    if len(long_):
+        s0 = ds[long_]
+        Ll = L[long_]
+        acc = np.zeros(len(long_), np.int64)
+        for k in range(int(Ll.max())):
+            live = Ll > k
+            d = b[s0 + np.minimum(k, Ll - 1)] - np.uint8(48)
+            if (live & (d > 9)).any():
+                raise Unsupported("not an integer")
+            acc = np.where(live, acc * 10 + d, acc)
+        vals[long_] = acc
+    np.negative(vals, out=vals, where=neg)
+    out[ni] = vals
+    return out
+
+
+def _check_lines(buf: bytes, pos: np.ndarray, op_open: np.ndarray, op_close: np.ndarray, after_op: bool) -> None:
+    """JSON lines: each op on one line of its own (the general parser reads a line at a time)."""
+    a = np.frombuffer(buf, np.uint8)
+    nl = np.flatnonzero((a == 10) | (a == 13))
+    lo = np.searchsorted(nl, pos[op_open])
+    lc = np.searchsorted(nl, pos[op_close])
+    if not np.array_equal(lo, lc) or (len(lo) > 1 and not (lo[1:] > lc[:-1]).all()) or (after_op and lo[0] == 0):
+        raise Unsupported("JSON lines: one op per line")
