@@ -416,16 +416,16 @@ class _Execution:
             if fut.done():
                 self._complete(sess, idx, fut, at=idx)
                 return
-            if step.notices_first or self.lane.is_blocked(sess.pid, self._others(sess)):
+            if step.star_marker or self.lane.is_blocked(sess.pid, self._others(sess)):
                 others_blocked = [s for s in self.sessions.values() if s is not sess and s.pending]
-                if others_blocked and (step.notices_first or self.lane.in_wait_cycle(sess.pid, list(self.pids.values()))):
+                if others_blocked and (step.star_marker or self.lane.in_wait_cycle(sess.pid, list(self.pids.values()))):
                     # Possibly a deadlock: give the detector (deadlock_timeout) time to break it.
                     fwait([fut] + [s.pending[1] for s in others_blocked],
                           timeout=3 * self.lane.deadlock_timeout_ms / 1000 + 0.02)
                     if fut.done():
                         # isolationtester's (*) marker: the step is reported as waiting even when
                         # it finishes within the deadlock window (the detector reordered a queue).
-                        self.results[idx].blocked = step.notices_first
+                        self.results[idx].blocked = step.star_marker
                         self._complete(sess, idx, fut, at=idx)
                         return
                 self.results[idx].blocked = True

@@ -31,7 +31,7 @@ class Step:
     args: dict[str, Any] = field(default_factory=dict)  # op arguments: fact, operator, mode, guard, ...
     # isolationtester blocking markers: the step is expected to wait for these steps (by name)
     await_steps: tuple[str, ...] = ()
-    notices_first: bool = False  # spec marker (*): step waits until its session's earlier steps finish
+    star_marker: bool = False  # isolationtester "(*)": report the step as waiting, let it finish later
 
     def describe(self) -> str:
         what = self.sql if self.sql is not None else f"op={self.op}"

@@ -60,7 +60,7 @@ class SpecFile:
                     raise ScheduleError(f"{self.source}: permutation names unknown step {ps.name!r}",
                                         fix=f"steps are {sorted(owner)}")
                 steps.append(Step(session=owner[ps.name], sql=sqls[ps.name], name=ps.name,
-                                  await_steps=ps.blockers, notices_first=ps.star))
+                                  await_steps=ps.blockers, star_marker=ps.star))
             out.append(Schedule(
                 name=self.name, steps=steps, setup=list(self.setup), teardown=list(self.teardown),
                 session_setup={s.name: s.setup for s in self.sessions if s.setup},
