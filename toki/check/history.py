@@ -147,9 +147,36 @@ def _fmt_of(p: Path) -> str | None:
 
 
 def read(path: str | Path, workload: str, *, scan: bool = True) -> History:
-    """Read and parse a history file in one step (the way ``toki check`` does)."""
+    """Read and parse a history file in one step (the way ``toki check`` does).
+
+    JSON goes through the scanner first, a slice of the file at a time (see :func:`parse_text`)."""
     p = Path(path)
-    return parse_text(read_bytes(p), workload, fmt=_fmt_of(p), name=str(p), scan=scan)
+    _check_workload(workload)
+    if scan and _fmt_of(p) != "edn":
+        from toki.check import jsonscan
+
+        try:
+            sc = jsonscan.scan_file(p)
+        except OSError as e:
+            raise HistoryError(f"cannot read history file {str(p)!r}: {e.strerror}", fix="check the path") from None
+        h = _from_scan(sc, workload)
+        if h is not None:
+            return h
+    return parse_text(read_bytes(p), workload, fmt=_fmt_of(p), name=str(p), scan=False)
+
+
+def _check_workload(workload: str) -> None:
+    if workload not in WORKLOADS:
+        raise HistoryError(f"unknown workload {workload!r}", fix="use list-append or rw-register")
+
+
+def _from_scan(sc, workload: str) -> History | None:
+    if sc is None:
+        return None
+    h = parse_scanned(sc, workload)
+    if h is not None:
+        h.parser = "scan"
+    return h
 
 
 def parse_text(text: str | bytes, workload: str, *, fmt: str | None = None, name: str = "history",
@@ -162,17 +189,13 @@ def parse_text(text: str | bytes, workload: str, *, fmt: str | None = None, name
     :func:`parse`), which accepts it or names the bad op. Both give the same History; its
     ``parser`` field says which one ran. ``scan=False`` forces the general path.
     """
-    if workload not in WORKLOADS:
-        raise HistoryError(f"unknown workload {workload!r}", fix="use list-append or rw-register")
+    _check_workload(workload)
     if scan and fmt != "edn" and isinstance(text, bytes) and text.lstrip()[:1] in (b"[", b"{"):
         from toki.check import jsonscan
 
-        sc = jsonscan.scan(text)
-        if sc is not None:
-            h = parse_scanned(sc, workload)
-            if h is not None:
-                h.parser = "scan"
-                return h
+        h = _from_scan(jsonscan.scan(text), workload)
+        if h is not None:
+            return h
     ops = loads(text, fmt=fmt, name=name)
     h = parse(ops, workload)
     ops.clear()  # the op maps are the bulk of the memory: free them at once
@@ -562,9 +585,12 @@ def parse_scanned(sc, workload: str) -> History | None:
             return None  # a read of a number
         rm = mi[is_read]
         rl = sc.m_len[rm]
-        e_off = np.zeros(len(sc.m_len) + 1, np.int64)
-        np.cumsum(sc.m_len, out=e_off[1:])
-        elems = sc.elem[_ranges(e_off[rm], rl)]
+        if int(rl.sum()) == len(sc.elem):
+            elems = sc.elem  # every list read belongs to a transaction (invocations read null)
+        else:
+            e_off = np.zeros(len(sc.m_len) + 1, np.int64)
+            np.cumsum(sc.m_len, out=e_off[1:])
+            elems = sc.elem[_ranges(e_off[rm], rl)]
         return _list_append_history(n, tx, t_time, lens, m_f, m_key, None, sc.m_val[mi[~is_read]], rk == 1, rl,
                                     elems, None)
     if (rk == 2).any():

@@ -149,9 +149,43 @@ def scan(data: bytes, *, chunk_bytes: int = 512 << 10, threads: int | None = Non
     Large inputs are cut at op boundaries into one piece per thread (numpy releases the GIL in
     its loops); ``threads`` defaults to the number of CPUs this process may use, at most 4."""
     try:
-        return _scan(data, chunk_bytes, threads)
+        return _scan(_Bytes(data), chunk_bytes, threads)
     except Unsupported:
         return None
+
+
+def scan_file(path, *, chunk_bytes: int = 512 << 10, threads: int | None = None) -> Scanned | None:
+    """As :func:`scan`, reading the file a slice at a time (the file is never held whole)."""
+    import os
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return _scan(_File(fd), chunk_bytes, threads)
+    except Unsupported:
+        return None
+    finally:
+        os.close(fd)
+
+
+class _Bytes:
+    def __init__(self, data: bytes):
+        self.data, self.size = data, len(data)
+
+    def read(self, a: int, b: int) -> bytes:
+        return self.data[a:b]
+
+
+class _File:
+    def __init__(self, fd: int):
+        import os
+
+        self.fd, self.size, self._pread = fd, os.fstat(fd).st_size, os.pread
+
+    def read(self, a: int, b: int) -> bytes:
+        out = self._pread(self.fd, b - a, a)
+        if len(out) != b - a:
+            raise Unsupported("the file changed while it was read")
+        return out
 
 
 def default_threads() -> int:
@@ -163,26 +197,25 @@ def default_threads() -> int:
         return 1
 
 
-def _scan(data: bytes, chunk_bytes: int, threads: int | None) -> Scanned:
-    if not data.isascii() or b"\\" in data:
-        raise Unsupported("non-ASCII bytes or escapes")
-    n = len(data)
-    start = len(data) - len(data.lstrip())
-    if start >= n:
-        raise Unsupported("empty")
-    mode = _ARRAY if data[start:start + 1] == b"[" else _LINES
-    if mode is _LINES and data[start:start + 1] != b"{":
+def _scan(src, chunk_bytes: int, threads: int | None) -> Scanned:
+    n = src.size
+    head = src.read(0, min(n, 1 << 16))
+    start = len(head) - len(head.lstrip())
+    if start >= n or start >= len(head):
+        raise Unsupported("empty, or too much leading whitespace")
+    mode = _ARRAY if head[start:start + 1] == b"[" else _LINES
+    if mode is _LINES and head[start:start + 1] != b"{":
         raise Unsupported("not JSON")
     threads = default_threads() if threads is None else threads
-    cuts = _split(data, start, threads if n >= 8 * chunk_bytes else 1)
+    cuts = _split(src, start, threads if n >= 8 * chunk_bytes else 1)
     spans = list(zip(cuts[:-1], cuts[1:]))
     if len(spans) == 1:
-        results = [_scan_span(data, start, n, True, True, mode, chunk_bytes)]
+        results = [_scan_span(src, start, n, True, True, mode, chunk_bytes)]
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(len(spans)) as ex:
-            futs = [ex.submit(_scan_span, data, a, b, i == 0, i == len(spans) - 1, mode, chunk_bytes)
+            futs = [ex.submit(_scan_span, src, a, b, i == 0, i == len(spans) - 1, mode, chunk_bytes)
                     for i, (a, b) in enumerate(spans)]
             results = [f.result() for f in futs]  # re-raises Unsupported
     parts = [p for r in results for p in r]
@@ -190,44 +223,54 @@ def _scan(data: bytes, chunk_bytes: int, threads: int | None) -> Scanned:
         raise Unsupported("no ops")
     if len({p["has_index"] for p in parts}) != 1:
         raise Unsupported("index in some ops only")
-    cat = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k not in ("n", "has_index")}
     n_ops = int(sum(p["n"] for p in parts))
+    cat = {}
+    for k in [k for k in parts[0] if k not in ("n", "has_index")]:
+        cat[k] = np.concatenate([p.pop(k) for p in parts])  # free each slice's column as it is copied
     m_off = np.zeros(n_ops + 1, np.int64)
     np.cumsum(cat.pop("m_count"), out=m_off[1:])
     return Scanned(n_ops=n_ops, has_index=bool(parts[0]["has_index"]), m_off=m_off, **cat)
 
 
-def _split(data: bytes, start: int, k: int) -> list[int]:
+def _split(src, start: int, k: int) -> list[int]:
     """Cut points right after an op's closing brace that ends a line (``}``, ``},`` then a newline).
     In the subset every ``}`` closes an op (nested objects and braces in strings are not in it), so
     a wrong cut only happens on input the scan rejects anyway."""
-    n = len(data)
+    n = src.size
     cuts = [start]
     for i in range(1, k):
-        j = data.find(b"\n", max(cuts[-1] + 1, start + (n - start) * i // k))
+        a = max(cuts[-1] + 1, start + (n - start) * i // k)
+        win = src.read(a, min(n, a + (1 << 16)))
+        j = win.find(b"\n")
         while j >= 0:
-            base = max(j - 8, 0)
-            head = data[base:j].rstrip(b"\r \t")
-            if head.endswith(b"}") or head.endswith(b"},"):
-                cuts.append(base + len(head) - head.endswith(b","))
+            head = win[max(j - 8, 0):j].rstrip(b"\r \t")
+            if j >= 8 and (head.endswith(b"}") or head.endswith(b"},")):
+                cuts.append(a + max(j - 8, 0) + len(head) - head.endswith(b","))
                 break
-            j = data.find(b"\n", j + 1)
+            j = win.find(b"\n", j + 1)
     cuts.append(n)
     return sorted(set(cuts))
 
 
-def _scan_span(data: bytes, s: int, end: int, first: bool, last: bool, mode: dict, chunk_bytes: int) -> list:
-    """Scan data[s:end], which starts at the file start (first) or right after an op's closing
-    brace, and ends at the file end (last) or right after an op's closing brace."""
+def _scan_span(src, s: int, end: int, first: bool, last: bool, mode: dict, chunk_bytes: int) -> list:
+    """Scan bytes [s, end), which start at the file start (first) or right after an op's closing
+    brace, and end at the file end (last) or right after an op's closing brace."""
     parts = []
     d0, prev = (0, -1) if first else (mode["opd"] - 1, RBRACE)
     ch = chunk_bytes
     while s < end:
-        e = end if end - s <= ch else data.find(b"\n", s + ch, end) + 1
-        e = end if e <= 0 else e
-        r = _chunk(data[s:e], last and e == end, mode, d0, prev)
+        buf = src.read(s, min(end, s + ch))
+        if s + len(buf) < end:  # end the slice after its last newline
+            k = buf.rfind(b"\n")
+            if k < 0:
+                ch *= 2
+                continue
+            buf = buf[:k + 1]
+        if not buf.isascii() or b"\\" in buf:
+            raise Unsupported("non-ASCII bytes or escapes")
+        r = _chunk(buf, last and s + len(buf) == end, mode, d0, prev)
         if r is None:  # no op closes in this slice: take a bigger one
-            if e == end:
+            if s + len(buf) == end:
                 raise Unsupported("a piece does not end with an op")
             ch *= 2
             continue

@@ -27,6 +27,7 @@ from toki.check.history import APPEND, FAIL, INFO, OK, History, R
 from toki.errors import HistoryError
 
 INIT = NONE
+_BLOCK = 1 << 20  # elements per block of the prefix comparison
 
 
 class Codes:
@@ -140,16 +141,26 @@ def analyse(h: History) -> dict:
         has = lk[kp] == rk
         L_of = np.where(has, lr[kp], -1)
         cmp = np.flatnonzero(has & r_poss & nonempty)
-        # element-level prefix comparison against the longest read of the same key
+        # element-level prefix comparison against the longest read of the same key, in blocks of
+        # about a million elements (bounded temporaries stay in cache and cost no fresh memory)
         n_el = rlen[cmp]
-        e_read = np.repeat(cmp, n_el)
-        e_pos = np.arange(int(n_el.sum())) - np.repeat(np.cumsum(n_el) - n_el, n_el)
-        Lr = L_of[e_read]
-        mine = elem[rstart[e_read] + e_pos]
-        theirs = elem[rstart[Lr] + np.minimum(e_pos, rlen[Lr] - 1)]
-        bad = (mine != theirs) | (e_pos >= rlen[Lr])
-        if bad.any():
-            bad_reads = np.unique(e_read[bad])
+        ends = np.cumsum(n_el)
+        bad_parts = []
+        a = 0
+        while a < len(cmp):
+            b = max(a + 1, int(np.searchsorted(ends, (ends[a - 1] if a else 0) + _BLOCK, "right")))
+            ne = n_el[a:b]
+            e_read = np.repeat(cmp[a:b], ne)
+            e_pos = np.arange(len(e_read)) - np.repeat(np.cumsum(ne) - ne, ne)
+            Lr = L_of[e_read]
+            mine = elem[rstart[e_read] + e_pos]
+            theirs = elem[rstart[Lr] + np.minimum(e_pos, rlen[Lr] - 1)]
+            bad = (mine != theirs) | (e_pos >= rlen[Lr])
+            if bad.any():
+                bad_parts.append(e_read[bad])
+            a = b
+        if bad_parts:
+            bad_reads = np.unique(np.concatenate(bad_parts))
             compat[bad_reads] = False
             cases = {}
             for r in bad_reads.tolist():
