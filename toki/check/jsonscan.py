@@ -73,7 +73,6 @@ def _word(s: str) -> int:
 _VW = np.array(sorted(_word(s) for s in VOCAB), np.uint64)
 _VID = np.array([S[s] for s in sorted(VOCAB, key=_word)], np.uint8)
 _MASK = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], np.uint64)
-_SHORT_MASK = np.array([0, 0xFFFFFFFF], np.uint32)  # digit check only where the word holds the number
 _NULLW, _TRUEW, _FALSEW = (np.uint64(int.from_bytes(w, "little")) for w in (b"null", b"true", b"false"))
 
 # op type codes (as toki.check.history.TYPE_CODES) and micro-op f codes (history.F_CODES)
@@ -207,7 +206,7 @@ def _scan(src, chunk_bytes: int, threads: int | None) -> Scanned:
     if mode is _LINES and head[start:start + 1] != b"{":
         raise Unsupported("not JSON")
     threads = default_threads() if threads is None else threads
-    cuts = _split(src, start, threads if n >= 8 * chunk_bytes else 1)
+    cuts = _split(src, start, threads if n >= 2 * chunk_bytes else 1)
     spans = list(zip(cuts[:-1], cuts[1:]))
     if len(spans) == 1:
         results = [_scan_span(src, start, n, True, True, mode, chunk_bytes)]
@@ -487,7 +486,7 @@ def _numbers(b: np.ndarray, c: np.ndarray, kind: np.ndarray, pos_ext: np.ndarray
     while len(ws):
         end[ws] -= 1
         ws = ws[c[end[ws] - 1] == _WS]
-    L = end - ds
+    L = (end - ds).astype(np.uint32)  # a "-" alone has length 0, wrapping to a huge number
     if len(L) and (int(L.min()) < 1 or int(L.max()) > 18):
         raise Unsupported("number length")
     if ((b[ds] == 48) & (L > 1)).any():
@@ -495,10 +494,11 @@ def _numbers(b: np.ndarray, c: np.ndarray, kind: np.ndarray, pos_ext: np.ndarray
     # up to 4 digits at once: a 4-byte little-endian word, right-aligned and reduced in lanes
     w4 = np.ndarray((len(b) - 4,), "<u4", b, 0, (1,))
     short = L <= 4
-    sh = ((4 - np.minimum(L, 4)) * 8).astype(np.uint32)
+    sh = (np.uint32(4) - np.minimum(L, np.uint32(4))) << np.uint32(3)
     x = w4[ds] << sh
     x -= np.uint32(0x30303030) << sh
-    if (((x + np.uint32(0x76767676)) | x) & np.uint32(0x80808080) & _SHORT_MASK[short.view(np.uint8)]).any():
+    nondigit = np.flatnonzero(((x + np.uint32(0x76767676)) | x) & np.uint32(0x80808080))
+    if short[nondigit].any():
         raise Unsupported("not an integer")
     x = (x * np.uint32(10) + (x >> np.uint32(8))) & np.uint32(0x00FF00FF)
     x = (x * np.uint32(100) + (x >> np.uint32(16))) & np.uint32(0xFFFF)

@@ -1,0 +1,175 @@
+"""The fast loader (toki.check.jsonscan, numpy over the bytes) against the general one (op maps).
+
+Both must build the same History, hence the same verdict and the same evidence, on generated
+histories of both workloads; every input the scanner does not take (or takes wrongly) must go to
+the general path, which accepts it or names the bad op. A mutation test checks that the scanner
+never accepts text that is not JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toki.check import check, jsonscan
+from toki.check.gen import generate, write_json
+from toki.check.history import History, parse_text, read
+from toki.errors import HistoryError
+
+CASES = [(w, db, seed) for w in ("list-append", "rw-register")
+         for db in ("serializable", "snapshot-isolation", "read-committed") for seed in (1, 2)]
+
+
+def ops_of(workload, db, seed, txns=400, keys=4):
+    return list(generate(workload=workload, txns=txns, keys=keys, db=db, seed=seed, concurrency=6))
+
+
+def as_json(ops) -> bytes:
+    f = io.StringIO()
+    write_json(iter(ops), f)
+    return f.getvalue().encode()
+
+
+def assert_same(a: History, b: History) -> None:
+    for f in dataclasses.fields(History):
+        if f.name == "parser":
+            continue
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), f.name
+        else:
+            assert x == y, f.name
+
+
+@pytest.mark.parametrize("workload,db,seed", CASES)
+def test_scanner_and_general_path_agree(tmp_path, workload, db, seed):
+    path = tmp_path / "h.json"
+    path.write_bytes(as_json(ops_of(workload, db, seed)))
+    fast = read(path, workload)
+    slow = read(path, workload, scan=False)
+    assert (fast.parser, slow.parser) == ("scan", "general")
+    assert_same(fast, slow)
+    for models in (["serializable"], None, ["snapshot-isolation"]):
+        rf = check(fast, workload=workload, models=models)
+        rs = check(slow, workload=workload, models=models)
+        assert rf == rs  # verdict, anomaly types, every case with its evidence, not / also_not
+    if db == "snapshot-isolation" and workload == "list-append":
+        assert "G2-item" in check(path, workload=workload, models=["serializable"])["anomaly_types"]
+    if db == "serializable":
+        assert check(path, workload=workload)["valid"] is True
+
+
+def test_slices_threads_and_json_lines_give_the_same_columns():
+    ops = ops_of("list-append", "snapshot-isolation", 3, txns=300)
+    text = as_json(ops)
+    ref = parse_text(text, "list-append", scan=False)
+    one = jsonscan.scan(text, threads=1)
+    for chunk, threads in ((256, 1), (300, 3), (4096, 2), (1 << 20, 4)):
+        sc = jsonscan.scan(text, chunk_bytes=chunk, threads=threads)
+        for k, v in vars(one).items():
+            w = vars(sc)[k]
+            assert (np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w), (chunk, threads, k)
+    lines = b"\n".join(orjson.dumps(o) for o in ops) + b"\n"
+    pretty = json.dumps(ops, indent=2).encode()  # an op spans many lines
+    spaced = json.dumps(ops).encode()            # ", " and ": " separators, one line
+    for t in (lines, pretty, spaced):
+        h = parse_text(t, "list-append")
+        assert h.parser == "scan"
+        assert_same(h, ref)
+
+
+FALLBACK = {
+    "string keys": lambda o: {**o, "value": [[f, str(k), v] for f, k, v in o["value"]]},
+    "float time": lambda o: {**o, "time": o["time"] + 0.5},
+    "nemesis op with a map": None,
+    "escaped string": lambda o: {**o, "note": 'a "quoted" word'},
+    "unicode": lambda o: {**o, "note": "caf\u00e9"},
+    "19-digit integer": lambda o: {**o, "time": 2 ** 62},
+}
+
+
+@pytest.mark.parametrize("what", sorted(FALLBACK))
+def test_unusual_inputs_take_the_general_path_with_the_same_result(what):
+    ops = ops_of("list-append", "serializable", 5, txns=60)
+    f = FALLBACK[what]
+    if f is None:
+        ops.insert(3, {"type": "info", "process": "nemesis", "f": "start-partition",
+                       "value": {"n1": ["n2", "n3"]}, "index": -1, "time": 0})
+        for i, o in enumerate(ops):
+            o["index"] = i
+    else:
+        ops = [f(o) for o in ops]
+    text = json.dumps(ops).encode()
+    h = parse_text(text, "list-append")
+    assert h.parser == "general"
+    assert check(h, workload="list-append")["valid"] is True
+
+
+def test_scanner_skips_non_client_ops_and_unknown_keys():
+    ops = ops_of("list-append", "serializable", 6, txns=60)
+    ops.insert(5, {"type": "info", "process": "nemesis", "f": "kill", "value": ["n1", "n2"]})
+    ops.insert(9, {"type": "info", "process": "nemesis", "f": "start", "value": None})
+    ops = [{**o, "node": "n1", "error": None} if i % 7 == 0 else o for i, o in enumerate(ops)]
+    for o in ops:
+        o.pop("index", None)
+    text = orjson.dumps(ops)
+    h = parse_text(text, "list-append")
+    assert h.parser == "scan"
+    assert_same(h, parse_text(text, "list-append", scan=False))
+
+
+@pytest.mark.parametrize("text,err", [
+    (b'[{"type":"ok","process":0,"f":"txn","value":[["r",1,[1 2]]]}]', "not valid JSON"),
+    (b'[{"type":"ok","process":0,"f":"txn","value":[["r",1,[01]]]}]', "not valid JSON"),
+    (b'[{"type":"ok","process":0,"f":"txn","value":[["r",1,null,5]]}]', "micro-op 0"),
+    (b'[{"type":"ok","process":0,"f":"txn","value":[["r",1]]}]', "micro-op 0"),
+    (b'[{"type":"ok","process":0,"f":"txn","value":[5]}]', "micro-op 0"),
+    (b'[{"type":"done","process":0,"f":"txn","value":[]}]', "type"),
+    (b'[{"type":"ok","process":0,"f":"read","value":[]}]', "has f"),
+    (b'[{"type":"ok","process":0,"f":"txn","value":[["append",1,null]]}]', "writes null"),
+    (b'[{"type":"invoke","process":0,"value":[]},{"type":"invoke","process":0,"value":[]}]', "invokes a new"),
+    (b'{"type":"ok","process":0,"value":[]} {"type":"ok","process":1,"value":[]}\n', "not valid JSON"),
+])
+def test_malformed_input_is_named_by_the_general_path(text, err):
+    with pytest.raises(HistoryError, match=err):
+        parse_text(text, "list-append")
+
+
+SMALL = as_json(ops_of("list-append", "read-committed", 7, txns=12, keys=2))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, len(SMALL) - 1), st.sampled_from(list(b'[]{},:" -0123456789nulltrefasx\n')),
+       st.sampled_from(["replace", "insert", "delete"]))
+def test_scanner_accepts_only_json_and_then_agrees(i, byte, how):
+    if how == "replace":
+        t = SMALL[:i] + bytes([byte]) + SMALL[i + 1:]
+    elif how == "insert":
+        t = SMALL[:i] + bytes([byte]) + SMALL[i:]
+    else:
+        t = SMALL[:i] + SMALL[i + 1:]
+    sc = jsonscan.scan(t)
+    if sc is None:
+        return
+    ops = orjson.loads(t)  # raises if the scanner accepted text that is not JSON
+    assert isinstance(ops, list)
+
+    def outcome(fn):
+        try:
+            return fn()
+        except HistoryError as e:
+            return str(e)
+
+    a = outcome(lambda: parse_text(t, "list-append"))
+    b = outcome(lambda: parse_text(t, "list-append", scan=False))
+    if isinstance(a, str) or isinstance(b, str):
+        assert a == b
+    else:
+        assert_same(a, b)
