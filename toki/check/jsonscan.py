@@ -404,7 +404,7 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
         raise Unsupported("index")
     index = num_tok[i_tok] if has_index else np.zeros(nops, np.int64)
     tk = np.where(tm_tok >= 0, kind[np.maximum(tm_tok, 0)], NULL)
-    if not np.isin(tk, (NUM, NULL)).all():
+    if not ((tk == NUM) | (tk == NULL)).all():
         raise Unsupported("time")
     has_time = tk == NUM
     time = np.where(has_time, num_tok[np.maximum(tm_tok, 0)], 0)
