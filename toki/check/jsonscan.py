@@ -34,6 +34,7 @@ rule for object keys. Slices end after an op's closing brace, so no op is split.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -112,8 +113,8 @@ def _pair_table(contexts: list[str]) -> np.ndarray:
 
 
 # depth after a token -> context; ops open at depth OPD (array: 2, lines: 1), lists nest 3 deep
-_ARRAY = dict(opd=2, table=_pair_table(["none", "top-array", "object", "array", "array", "array"]))
-_LINES = dict(opd=1, table=_pair_table(["top-lines", "object", "array", "array", "array"]))
+_ARRAY = {"opd": 2, "table": _pair_table(["none", "top-array", "object", "array", "array", "array"])}
+_LINES = {"opd": 1, "table": _pair_table(["top-lines", "object", "array", "array", "array"])}
 
 
 class Unsupported(Exception):
@@ -207,7 +208,7 @@ def _scan(src, chunk_bytes: int, threads: int | None) -> Scanned:
         raise Unsupported("not JSON")
     threads = default_threads() if threads is None else threads
     cuts = _split(src, start, threads if n >= 2 * chunk_bytes else 1)
-    spans = list(zip(cuts[:-1], cuts[1:]))
+    spans = list(pairwise(cuts))
     if len(spans) == 1:
         results = [_scan_span(src, start, n, True, True, mode, chunk_bytes)]
     else:
@@ -243,7 +244,7 @@ def _split(src, start: int, k: int) -> list[int]:
         j = win.find(b"\n")
         while j >= 0:
             head = win[max(j - 8, 0):j].rstrip(b"\r \t")
-            if j >= 8 and (head.endswith(b"}") or head.endswith(b"},")):
+            if j >= 8 and head.endswith((b"}", b"},")):
                 cuts.append(a + max(j - 8, 0) + len(head) - head.endswith(b","))
                 break
             j = win.find(b"\n", j + 1)
@@ -456,10 +457,11 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     el_tok = np.repeat(ro + 1 - 2 * (np.cumsum(nel) - nel), nel) + 2 * np.arange(tot)
     if (kind[el_tok] != NUM).any():
         raise Unsupported("list element")
-    part = dict(n=nops, has_index=has_index, index=index, type=typ, client=client, process=process, time=time,
-                has_time=has_time, vkind=vkind, m_count=np.bincount(mop_op, minlength=nops),
-                m_f=m_f, m_key=num_tok[t + 3], m_vkind=m_vkind, m_val=np.where(k5 == NUM, num_tok[t + 5], 0),
-                m_len=m_len, elem=num_tok[el_tok])
+    part = {"n": nops, "has_index": has_index, "index": index, "type": typ, "client": client,
+            "process": process, "time": time, "has_time": has_time, "vkind": vkind,
+            "m_count": np.bincount(mop_op, minlength=nops), "m_f": m_f, "m_key": num_tok[t + 3],
+            "m_vkind": m_vkind, "m_val": np.where(k5 == NUM, num_tok[t + 5], 0), "m_len": m_len,
+            "elem": num_tok[el_tok]}
     if mode is _LINES:
         _check_lines(buf, pos, op_tok, bi[bk == RBRACE], prev >= 0)
     return part, used
@@ -467,9 +469,9 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
 
 def _empty() -> dict:
     z8, z64 = np.zeros(0, np.int8), np.zeros(0, np.int64)
-    return dict(n=0, has_index=None, index=z64, type=z8, client=np.zeros(0, bool), process=z64, time=z64,
-                has_time=np.zeros(0, bool), vkind=z8, m_count=z64, m_f=z8, m_key=z64, m_vkind=z8, m_val=z64,
-                m_len=z64, elem=z64)
+    return {"n": 0, "has_index": None, "index": z64, "type": z8, "client": np.zeros(0, bool), "process": z64,
+            "time": z64, "has_time": np.zeros(0, bool), "vkind": z8, "m_count": z64, "m_f": z8, "m_key": z64,
+            "m_vkind": z8, "m_val": z64, "m_len": z64, "elem": z64}
 
 
 def _numbers(b: np.ndarray, c: np.ndarray, kind: np.ndarray, pos_ext: np.ndarray, T: int) -> np.ndarray:
