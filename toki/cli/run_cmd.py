@@ -1,6 +1,8 @@
 """``toki run FILE|DIR [--level L] [--json]``: execute schedules (DESIGN §4.1, §4.2).
 
-A TOML schedule runs at ``--level``, or at every level it has expectations for. An
+A TOML schedule runs at ``--level``, or at every level it has expectations for. A path under
+``schedules/`` that does not exist in the current directory is looked up in the catalogue
+installed with toki, so ``toki run schedules/ --level rc`` works from any directory. An
 isolationtester ``.spec`` file runs every permutation (its SQL sets its own levels, so
 ``--level`` only changes what a bare ``begin`` means). A directory runs each file and prints a
 pass/fail line per file and level. Exit: 0 ran and matched, 1 an expectation failed, 2 bad input.
@@ -28,6 +30,16 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _catalogue_fallback(path: Path) -> Path:
+    """``schedules/...`` that does not exist here means the catalogue installed with toki."""
+    if path.exists() or not path.parts or path.parts[0] != "schedules":
+        return path
+    from importlib.resources import files
+
+    installed = Path(str(files("toki.schedules"))).joinpath(*path.parts[1:])
+    return installed if installed.exists() else path
+
+
 def _levels(sched, level):
     if level:
         return [level]
@@ -45,9 +57,10 @@ def run(args, out) -> int:
 
     if args.level:
         parse_level(args.level)  # bad level: exit 2 before touching the database
-    path = Path(args.path)
+    path = _catalogue_fallback(Path(args.path))
     if not path.exists():
-        raise ScheduleError(f"{path}: no such file or directory", fix="give a .toml, a .spec or a folder of them")
+        raise ScheduleError(f"{path}: no such file or directory",
+                            fix="give a .toml, a .spec or a folder of them (the installed catalogue is 'schedules/')")
     if path.is_dir():
         files = sorted([*path.rglob("*.toml"), *path.rglob("*.spec")])
         if not files:
