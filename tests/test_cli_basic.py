@@ -99,3 +99,10 @@ def test_demo_tables(toki_server):
     rc, out, _ = run(["demo", "--operator", "lww", "--mode", "audit_row", "--dsn", toki_server.dsn])
     assert rc == 0 and "lww / audit_row: superseded, winner rx-2" in out and "rx-1#pre" in out
     assert "as_of(2026-03-20, now): penicillin" in out
+
+
+def test_unwritable_output_path_is_one_line_and_exit_2(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    rc, _, err = run(["experiment", "order-swap", "--json", str(blocker / "out.json")])
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("toki: error: cannot use") and "a-file" in err

@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     except TokiError as e:
         err.write(f"toki: error: {e}\n")
         return 2
+    except OSError as e:  # a path we cannot read or write (--json, --png, --junit, --out): bad input too
+        where = f" {e.filename}" if e.filename else ""
+        err.write(f"toki: error: cannot use{where}: {e.strerror or e} (check the path; outputs need a writable folder)\n")
+        return 2
     except KeyboardInterrupt:
         err.write("toki: interrupted\n")
         return 130
