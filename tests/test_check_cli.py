@@ -82,6 +82,14 @@ def test_gen_then_check_round_trip(tmp_path):
     assert check(e, models=["serializable"])["anomaly_types"] == check(f, models=["serializable"])["anomaly_types"]
 
 
+def test_gen_bad_option_writes_nothing(tmp_path):
+    f = tmp_path / "h.json"
+    rc, out, err = run("gen", "history", "--keys", "0", "--out", str(f))
+    assert rc == 2 and "keys >= 1" in err and not f.exists()
+    rc, out, err = run("gen", "history", "--min-txn-length", "3", "--max-txn-length", "2")
+    assert rc == 2 and out == "" and err.count("\n") == 1
+
+
 def test_lattice_is_data_with_sources():
     rc, out, _ = run("check", "--lattice")
     lat = json.loads(out)

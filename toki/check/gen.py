@@ -47,7 +47,9 @@ class _Key:
 def generate(*, workload: str = "list-append", txns: int = 1000, keys: int = 10, db: str = "serializable",
              seed: int = 0, concurrency: int = 10, min_txn_length: int = 1, max_txn_length: int = 5,
              max_writes_per_key: int = 32, read_fraction: float = 0.5) -> Iterator[dict]:
-    """Yield the ops of a history, in order (invocations and completions)."""
+    """Yield the ops of a history, in order (invocations and completions).
+
+    Options are checked here, before the first op is produced, so a bad option writes nothing."""
     if workload not in WORKLOADS:
         raise ConfigError(f"unknown workload {workload!r}", fix="use list-append or rw-register")
     if db not in DATABASES:
@@ -55,6 +57,12 @@ def generate(*, workload: str = "list-append", txns: int = 1000, keys: int = 10,
     if txns < 0 or keys < 1 or concurrency < 1 or not 1 <= min_txn_length <= max_txn_length:
         raise ConfigError("bad generator options", fix="txns >= 0, keys >= 1, concurrency >= 1, "
                           "1 <= min-txn-length <= max-txn-length")
+    return _ops(workload, txns, keys, db, seed, concurrency, min_txn_length, max_txn_length, max_writes_per_key,
+                read_fraction)
+
+
+def _ops(workload, txns, keys, db, seed, concurrency, min_txn_length, max_txn_length, max_writes_per_key,
+         read_fraction) -> Iterator[dict]:
     rng = np.random.default_rng(seed)
     append = workload == "list-append"
     wf = "append" if append else "w"
