@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import random
+import statistics
 import time
 
 from toki.cli.render import table
@@ -240,11 +241,7 @@ def _cell(mode, runner, lane, hot, level: Isolation, w: int, runs: int, pause_s:
 
 
 def _median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    if not xs:
-        return 0.0
-    m = len(xs) // 2
-    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+    return statistics.median(xs) if xs else 0.0
 
 
 def _print(out, cells, retry_cells, mode, pause_s) -> None:
