@@ -312,14 +312,20 @@ def _tag() -> str:
     return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "created": time.time()})
 
 
+def create_run_schema(conn: psycopg.Connection, label: str = "run") -> str:
+    """Create a fresh schema named after ``label``, tagged for ``toki db gc``; return its name."""
+    label = re.sub(r"[^a-z0-9_]", "_", label.lower())[:20]
+    name = f"{SCHEMA_PREFIX}{label}_{secrets.token_hex(4)}"
+    conn.execute(f"create schema {name}")
+    conn.execute(f"comment on schema {name} is {_literal(_tag())}")
+    return name
+
+
 @contextlib.contextmanager
 def run_schema(server: Server, label: str = "run") -> Iterator[str]:
     """Create a fresh schema, yield its name, drop it (with everything in it) afterwards."""
-    label = re.sub(r"[^a-z0-9_]", "_", label.lower())[:20]
-    name = f"{SCHEMA_PREFIX}{label}_{secrets.token_hex(4)}"
     with server.connect() as c:
-        c.execute(f"create schema {name}")
-        c.execute(f"comment on schema {name} is %s".replace("%s", _literal(_tag())))
+        name = create_run_schema(c, label)
     try:
         yield name
     finally:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import secrets
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from toki.db import schema as dbschema
-from toki.db.server import SCHEMA_PREFIX, Server, _literal, _tag, drop_schema, resolve
+from toki.db.server import Server, create_run_schema, drop_schema, resolve
 from toki.db.store import SchemaMode, Store, WriteTxn
 from toki.errors import ScheduleError, StepTimeout, TokiError
 from toki.judges.base import SimulatedJudge
@@ -158,12 +157,9 @@ class Lane:
                  deadlock_timeout_ms: int = DEADLOCK_TIMEOUT_MS, store: bool = False,
                  judge_log_form: str = "unique"):
         self.server = server or resolve()
-        label = re.sub(r"[^a-z0-9_]", "_", label.lower())[:20]
-        self.schema = f"{SCHEMA_PREFIX}{label}_{secrets.token_hex(4)}"
         self.deadlock_timeout_ms = deadlock_timeout_ms
         self.admin = self.server.connect()
-        self.admin.execute(f"create schema {self.schema}")
-        self.admin.execute(f"comment on schema {self.schema} is {_literal(_tag())}")
+        self.schema = create_run_schema(self.admin, label)
         self.admin.execute(f"set search_path = {self.schema}")
         self.observer = self.server.connect(application_name="toki-observer")
         self.sessions: dict[str, _Session] = {}
