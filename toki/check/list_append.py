@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from toki.check.graph import NONE, RW, WR, WW, EdgeSet
-from toki.check.history import APPEND, FAIL, INFO, OK, History, R
+from toki.check.history import APPEND, FAIL, INFO, OK, History, R, _ranges
 from toki.errors import HistoryError
 
 INIT = NONE
@@ -142,7 +142,13 @@ def analyse(h: History) -> dict:
         L_of = np.where(has, lr[kp], -1)
         cmp = np.flatnonzero(has & r_poss & nonempty)
         # element-level prefix comparison against the longest read of the same key, in blocks of
-        # about a million elements (bounded temporaries stay in cache and cost no fresh memory)
+        # about a million elements (bounded temporaries stay in cache and cost no fresh memory);
+        # the longest reads are first copied together (lel), so that their side of the comparison
+        # reads a small array instead of gathering from all the elements
+        llen = rlen[lr]
+        lstart = np.zeros(len(lr), np.int64)
+        np.cumsum(llen[:-1], out=lstart[1:])
+        lel = elem[_ranges(rstart[lr], llen)]
         n_el = rlen[cmp]
         ends = np.cumsum(n_el)
         bad_parts = []
@@ -152,10 +158,11 @@ def analyse(h: History) -> dict:
             ne = n_el[a:b]
             e_read = np.repeat(cmp[a:b], ne)
             e_pos = np.arange(len(e_read)) - np.repeat(np.cumsum(ne) - ne, ne)
-            Lr = L_of[e_read]
+            Li = kp[e_read]
             mine = elem[rstart[e_read] + e_pos]
-            theirs = elem[rstart[Lr] + np.minimum(e_pos, rlen[Lr] - 1)]
-            bad = (mine != theirs) | (e_pos >= rlen[Lr])
+            Ll = llen[Li]
+            theirs = lel[lstart[Li] + np.minimum(e_pos, Ll - 1)]
+            bad = (mine != theirs) | (e_pos >= Ll)
             if bad.any():
                 bad_parts.append(e_read[bad])
             a = b
