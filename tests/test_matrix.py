@@ -126,3 +126,17 @@ def test_cli_matrix_rejects_bad_input():
     err = io.StringIO()
     assert main(["matrix", "--only", "P9"], out=io.StringIO(), err=err) == 2
     assert "unknown predicate" in err.getvalue()
+
+
+def test_cli_matrix_rejects_n2_schedules_below_one():
+    err = io.StringIO()
+    assert main(["matrix", "--n2-grid", "--n2-schedules", "0"], out=io.StringIO(), err=err) == 2
+    assert "--n2-schedules 0" in err.getvalue() and err.getvalue().count("\n") == 1
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_cli_matrix_rejects_a_step_limit_below_zero_before_starting_workers(toki_server, workers):
+    err = io.StringIO()
+    rc = main(["matrix", "--dsn", toki_server.dsn, "--step-limit", "-1", "--trials", "1", "--only", "P4",
+               "--no-n3", "--no-variants", "--quiet", "--workers", workers], out=io.StringIO(), err=err)
+    assert rc == 2 and "step limit -1s must be positive" in err.getvalue() and err.getvalue().count("\n") == 1

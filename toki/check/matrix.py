@@ -208,6 +208,8 @@ def plan(*, trials: int, mode: str, seed: int, predicates: Iterable[str] = PREDI
         raise ConfigError(f"unknown mode {mode!r}", fix="use witness or random")
     if trials < 1:
         raise ConfigError(f"--trials {trials} must be at least 1", fix="pass --trials 100 (the paper's count)")
+    if n2_grid and n2_schedules < 1:
+        raise ConfigError(f"--n2-schedules {n2_schedules} must be at least 1", fix="pass --n2-schedules 200")
     predicates = list(predicates)
     for p in predicates:
         if p not in PREDICATES:
@@ -229,11 +231,12 @@ def execute(jobs: list[Job], *, dsn: str | None = None, workers: int = 1, step_l
             on_result: Callable[[Job, dict], None] | None = None,
             on_trial: Callable[[], None] | None = None) -> list[tuple[Job, dict]]:
     """Run the jobs; with ``workers > 1`` in that many processes, each with its own lanes."""
-    results: list[tuple[Job, dict]] = []
-    if workers <= 1:
-        from toki.db.server import resolve
+    from toki.db.server import resolve
 
-        bench = Bench(Runner(resolve(dsn), step_limit_s=step_limit_s, record_history=False))
+    results: list[tuple[Job, dict]] = []
+    runner = Runner(resolve(dsn), step_limit_s=step_limit_s, record_history=False)  # bad options fail here, not in a worker
+    if workers <= 1:
+        bench = Bench(runner)
         try:
             for job in jobs:
                 res = run_cell(bench, job.predicate, parse_level(job.level), job.trials, job.mode, job.seed,

@@ -339,7 +339,8 @@ def _literal(text: str) -> str:
 def drop_schema(server: Server, name: str) -> None:
     _check_ident(name)
     with contextlib.suppress(psycopg.Error, DatabaseUnavailable), server.connect() as c:
-        # Terminate stragglers (a session left blocked by a failed run) so the drop cannot hang.
+        # A straggler's lock (a session left blocked by a failed run) must not hang the drop: give up
+        # after 5 s; the schema keeps its tag, so `toki db gc` drops it later.
         c.execute("set lock_timeout = '5s'")
         c.execute(f"drop schema if exists {name} cascade")
 

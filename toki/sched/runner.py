@@ -256,6 +256,9 @@ class Runner:
 
     def __init__(self, server: Server | None = None, *, step_limit_s: float = STEP_LIMIT_S,
                  deadlock_timeout_ms: int = DEADLOCK_TIMEOUT_MS, record_history: bool = True):
+        if not step_limit_s > 0:  # also rejects NaN
+            raise ScheduleError(f"step limit {step_limit_s:g}s must be positive",
+                                fix=f"pass --step-limit {STEP_LIMIT_S:g} (seconds a step may hang)")
         self.server = server or resolve()
         self.step_limit_s = step_limit_s
         self.deadlock_timeout_ms = deadlock_timeout_ms
