@@ -397,49 +397,59 @@ def _future_reads(h, go, newg, mop_opos, mop_rlen, ri, compat) -> list[dict]:
 
 
 def _internal_cases(h: History, o, newg, ri: np.ndarray, rows: np.ndarray) -> list[dict]:
+    """Reads that contradict their own transaction's earlier micro-ops on the same key: a read
+    after a read (and appends) must be that read plus the appends; a read after appends only must
+    end with them. The first such read of each ok transaction (in (txn, key, position) order)."""
     m_txn, m_f = h.m_txn, h.m_f
     M = len(m_txn)
     if M == 0:
         return []
-    ok_m = h.t_type[m_txn] == OK
-    gid = np.cumsum(newg) - 1
-    later_read = (~newg) & (m_f[o] == R)
-    cand_groups = np.unique(gid[later_read & ok_m[o]])
-    if len(cand_groups) == 0:
+    fo = m_f[o]
+    is_r = fo == R
+    chk = np.flatnonzero(~newg & is_r & (h.t_type[m_txn[o]] == OK))  # reads after another mop of their group
+    if len(chk) == 0:
         return []
-    row_pos = ri  # sorted: the row of read mop mm is rows[searchsorted(ri, mm)]
-    gstart = np.flatnonzero(newg)
-    gend = np.r_[gstart[1:], M]
+    ar = np.arange(M)
+    gs = np.maximum.accumulate(np.where(newg, ar, 0))[chk]          # group start
+    prev = np.maximum.accumulate(np.where(is_r, ar, -1))[chk - 1]   # the read before
+    full = prev >= gs               # a read before in the group: the expected list is known in full
+    anchor = np.where(full, prev, gs - 1)
+    k = chk - anchor - 1            # the mops between are appends (list-append has r and append only)
+    r_off, elem = h.r_off, h.r_elem
+
+    def span(pos):                  # (start, length) in r_elem of the read at position pos of o
+        mm = o[pos]
+        nil = h.m_nil[mm]
+        if len(ri) == 0:
+            z = np.zeros(len(pos), np.int64)
+            return z, z
+        row = rows[np.minimum(np.searchsorted(ri, mm), len(ri) - 1)]
+        return np.where(nil, 0, r_off[row]), np.where(nil, 0, r_off[row + 1] - r_off[row])
+
+    st, ln = span(chk)
+    pst, pln = span(np.maximum(prev, 0))
+    pln = np.where(full, pln, 0)
+    bad = np.where(full, ln != pln + k, ln < k)
+    q = np.flatnonzero(~bad & (pln > 0))     # this read starts with the read before
+    if len(q):
+        diff = elem[_ranges(st[q], pln[q])] != elem[_ranges(pst[q], pln[q])]
+        bad[np.repeat(q, pln[q])[diff]] = True
+    q = np.flatnonzero(~bad & (k > 0))       # ... and ends with the appends since
+    if len(q):
+        vals = h.m_val[o[_ranges(anchor[q] + 1, k[q])]]
+        diff = elem[_ranges(st[q] + ln[q] - k[q], k[q])] != vals
+        bad[np.repeat(q, k[q])[diff]] = True
+    bi = np.flatnonzero(bad)
+    if len(bi) == 0:
+        return []
+    txn = m_txn[o[chk[bi]]]
+    _, first = np.unique(txn, return_index=True)
     cases = []
-    done_txn = set()
-    for g in cand_groups.tolist():
-        mops = o[gstart[g]:gend[g]].tolist()
-        t = int(m_txn[mops[0]])
-        if t in done_txn:
-            continue
-        state = None  # (known_prefix: bool, list)
-        for mm in mops:
-            if m_f[mm] == APPEND:
-                v = int(h.m_val[mm])
-                if state is None:
-                    state = (False, [v])
-                else:
-                    state = (state[0], state[1] + [v])
-            else:
-                if h.m_nil[mm]:
-                    read = []
-                else:
-                    r = int(rows[np.searchsorted(row_pos, mm)])
-                    read = h.r_elem[h.r_off[r]:h.r_off[r + 1]].tolist()
-                if state is not None:
-                    full, s = state
-                    bad = (read != s) if full else (len(read) < len(s) or read[len(read) - len(s):] != s)
-                    if bad:
-                        exp = [h.value(x) for x in s] if full else ["..."] + [h.value(x) for x in s]
-                        cases.append({"op": t, "mop": mm, "expected": exp})
-                        done_txn.add(t)
-                        break
-                state = (True, read)
+    for i in bi[np.sort(first)].tolist():
+        s = elem[pst[i]:pst[i] + pln[i]].tolist() if full[i] else []
+        s += h.m_val[o[anchor[i] + 1:chk[i]]].tolist()
+        exp = [h.value(x) for x in s] if full[i] else ["..."] + [h.value(x) for x in s]
+        cases.append({"op": int(m_txn[o[chk[i]]]), "mop": int(o[chk[i]]), "expected": exp})
     return cases
 
 
