@@ -16,8 +16,6 @@ import random
 import statistics
 import time
 
-from hypothesis import strategies as st
-
 from toki.db.server import resolve
 from toki.levels import parse_level
 from toki.properties.adapter import TokiWritePath

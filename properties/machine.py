@@ -28,7 +28,7 @@ from toki.db.store import SchemaMode, Store
 from toki.errors import WriteRefused
 from toki.judges.base import SimulatedJudge
 from toki.model import SENTINEL, Fact
-from toki.operators import OPERATORS, set_key
+from toki.operators import OPERATORS
 from toki.provenance import Carrier
 
 from .strategies import T0

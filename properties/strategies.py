@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from toki.errors import ConfigError
 from toki.judges.base import consistency, disagreement, temper
-from toki.levels import MATRIX_LEVELS, PRECONDITION, Isolation, Level
+from toki.levels import MATRIX_LEVELS, PRECONDITION, Level
 from toki.model import SENTINEL, Allen, Fact, Period
 from toki.operators import OPERATORS
 

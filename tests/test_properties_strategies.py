@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import find, given, settings
-from hypothesis import strategies as st
 
 from toki.errors import ConfigError
 from toki.judges.study import PUBLISHED

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from toki.db import server as srv
-from toki.errors import ConfigError, DatabaseUnavailable, TokiError
+from toki.errors import ConfigError, DatabaseUnavailable
 
 pytestmark = pytest.mark.db
 

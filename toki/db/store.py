@@ -26,7 +26,6 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 
 import psycopg
-from psycopg import errors as pgerr
 
 from toki.db import judge_log
 from toki.db import schema as dbschema
@@ -38,7 +37,6 @@ from toki.errors import (
     ConfigError,
     DatabaseError,
     InputError,
-    TokiError,
 )
 from toki.judges.base import Judge, SimulatedJudge, Vote, judge_key
 from toki.levels import PRECONDITION, Isolation, Level, parse_level
