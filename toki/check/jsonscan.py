@@ -112,9 +112,17 @@ def _pair_table(contexts: list[str]) -> np.ndarray:
     return t
 
 
+def _pair_mask(table: np.ndarray) -> bytes:
+    """pairmask[(kind << 4) | next_kind]: bit d set if the pair is allowed at depth d."""
+    t = table.reshape(8, 256)
+    return bytes(int(sum(int(t[d, p]) << d for d in range(8))) for p in range(256))
+
+
 # depth after a token -> context; ops open at depth OPD (array: 2, lines: 1), lists nest 3 deep
 _ARRAY = {"opd": 2, "table": _pair_table(["none", "top-array", "object", "array", "array", "array"])}
 _LINES = {"opd": 1, "table": _pair_table(["top-lines", "object", "array", "array", "array"])}
+for _m in (_ARRAY, _LINES):
+    _m["pairmask"] = _pair_mask(_m["table"])
 
 
 class Unsupported(Exception):
@@ -326,11 +334,14 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     pos_ext = np.empty(T + 1, np.int64)
     pos_ext[:T] = pos
     pos_ext[T] = n
-    # container depth after every token, and the grammar as allowed (depth, kind, next kind)
+    # container depth after every token (bounded by the checks above), and the grammar as allowed
+    # (depth, kind, next kind): the pair of kinds gives the depths where it may occur
     cnt = np.diff(np.concatenate(([0], bi, [T])))
     dtok = np.repeat(np.concatenate(([d0], dab)).astype(np.uint8), cnt)
-    code = (dtok[:-1].astype(np.uint16) << 8) | (kind[:-1].astype(np.uint16) << 4) | kind[1:]
-    if not table[code].all():
+    pair = kind[:-1] << np.uint8(4)
+    pair |= kind[1:]
+    ok_at = np.frombuffer(pair.tobytes().translate(mode["pairmask"]), np.uint8)
+    if not np.all(ok_at & np.left_shift(np.uint8(1), dtok[:-1])):
         raise Unsupported("grammar")
     if prev < 0:
         if kind[0] != (LBRACK if mode is _ARRAY else LBRACE) or d0 != 0:
