@@ -383,7 +383,7 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
         lp = pos[li]
         if not ((w8[lp] & _MASK[ln]) == want).all() or (c[lp + ln] == _LIT).any():
             raise Unsupported("literals")
-    num_tok = _numbers(b, c, kind, pos_ext, T)
+    num_tok = _numbers(b, c, w8, kind, pos, T)
 
     # ops and their members
     op_tok = bi[bk == LBRACE]
@@ -485,49 +485,84 @@ def _empty() -> dict:
             "m_vkind": z8, "m_val": z64, "m_len": z64, "elem": z64}
 
 
-def _numbers(b: np.ndarray, c: np.ndarray, kind: np.ndarray, pos_ext: np.ndarray, T: int) -> np.ndarray:
-    """Value of every integer token (0 elsewhere); Unsupported for anything but -?(0|[1-9][0-9]*)."""
+_U = np.uint64
+_HI8 = _U(0x8080808080808080)
+_ADD_GT9, _ADD_LT0 = _U(0x4646464646464646), _U(0x5050505050505050)
+_M1, _M2, _M3 = _U(0x00FF00FF00FF00FF), _U(0x0000FFFF0000FFFF), _U(0xFFFFFFFF)
+_popcount = getattr(np, "bitwise_count", None)
+
+
+def _lane_count(low: np.ndarray) -> np.ndarray:
+    """For low = 0x80 << 8i (or 0): i (or the number of lanes), as uint8."""
+    if _popcount is not None:
+        return _popcount(low - low.dtype.type(1)) >> np.uint8(3)
+    e = np.frexp(low.astype(np.float64))[1]  # numpy < 2: 2^(e-1) = low
+    return np.where(low == 0, low.itemsize, (e - 8) >> 3).astype(np.uint8)
+
+
+def _digits_swar(w: np.ndarray, hi, add_gt9, add_lt0, zeros):
+    """Leading digit bytes of little-endian words w (uint8 count, all lanes meaning as many or
+    more), and the words with those digits right-aligned as values 0..9, the other lanes 0."""
+    nd = w + add_gt9
+    nd |= ~(w + add_lt0)
+    nd &= hi                                      # a lane's high bit marks a byte that is not a digit
+    nd &= ~nd + nd.dtype.type(1)                  # the lowest one
+    L = _lane_count(nd)
+    sh = (np.uint8(w.itemsize) - L) << np.uint8(3)
+    x = w << sh
+    x -= zeros << sh
+    return L, x
+
+
+def _numbers(b: np.ndarray, c: np.ndarray, w8: np.ndarray, kind: np.ndarray, pos: np.ndarray,
+             T: int) -> np.ndarray:
+    """Value of every integer token (0 elsewhere); Unsupported for anything but -?(0|[1-9][0-9]*)
+    of at most 18 digits. Up to 4 (then 8) digits at once: the bytes at the first digit are read
+    as one word, the digit bytes counted from its low end, and the digits reduced in lanes."""
     out = np.zeros(T, np.int64)
     ni = np.flatnonzero(kind == NUM)
     if len(ni) == 0:
         return out
-    p = pos_ext[ni]
+    p = pos[ni]
     neg = b[p] == 45
     ds = p + neg
-    end = pos_ext[ni + 1]  # the literal run ends at the next token, or earlier at whitespace
-    ws = np.flatnonzero(c[end - 1] == _WS)
-    while len(ws):
-        end[ws] -= 1
-        ws = ws[c[end[ws] - 1] == _WS]
-    L = (end - ds).astype(np.uint32)  # a "-" alone has length 0, wrapping to a huge number
-    if len(L) and (int(L.min()) < 1 or int(L.max()) > 18):
-        raise Unsupported("number length")
+    w4 = np.ndarray((len(b) - 4,), "<u4", b, 0, (1,))
+    U4 = np.uint32
+    L, x = _digits_swar(w4[ds], U4(0x80808080), U4(0x46464646), U4(0x50505050), U4(0x30303030))
+    if len(L) and int(L.min()) < 1:
+        raise Unsupported("not an integer")
     if ((b[ds] == 48) & (L > 1)).any():
         raise Unsupported("leading zero")
-    # up to 4 digits at once: a 4-byte little-endian word, right-aligned and reduced in lanes
-    w4 = np.ndarray((len(b) - 4,), "<u4", b, 0, (1,))
-    short = L <= 4
-    sh = (np.uint32(4) - np.minimum(L, np.uint32(4))) << np.uint32(3)
-    x = w4[ds] << sh
-    x -= np.uint32(0x30303030) << sh
-    nondigit = np.flatnonzero(((x + np.uint32(0x76767676)) | x) & np.uint32(0x80808080))
-    if short[nondigit].any():
-        raise Unsupported("not an integer")
-    x = (x * np.uint32(10) + (x >> np.uint32(8))) & np.uint32(0x00FF00FF)
-    x = (x * np.uint32(100) + (x >> np.uint32(16))) & np.uint32(0xFFFF)
+    x = (x * U4(10) + (x >> U4(8))) & U4(0x00FF00FF)
+    x = (x * U4(100) + (x >> U4(16))) & U4(0xFFFF)
     vals = x.astype(np.int64)
-    long_ = np.flatnonzero(~short)
-    if len(long_):
-        s0 = ds[long_]
-        Ll = L[long_]
-        acc = np.zeros(len(long_), np.int64)
-        for k in range(int(Ll.max())):
-            live = Ll > k
-            d = b[s0 + np.minimum(k, Ll - 1)] - np.uint8(48)
-            if (live & (d > 9)).any():
-                raise Unsupported("not an integer")
-            acc = np.where(live, acc * 10 + d, acc)
-        vals[long_] = acc
+    lg = np.flatnonzero(L == 4)
+    if len(lg):                                   # 4 digits or more: 8 at once, then one at a time
+        s0 = ds[lg]
+        L8, y = _digits_swar(w8[s0], _HI8, _ADD_GT9, _ADD_LT0, _U(0x3030303030303030))
+        y = (y * _U(10) + (y >> _U(8))) & _M1
+        y = (y * _U(100) + (y >> _U(16))) & _M2
+        y = (y * _U(10000) + (y >> _U(32))) & _M3
+        acc = y.astype(np.int64)
+        ll = np.flatnonzero(L8 == 8)
+        if len(ll):
+            s1, a1 = s0[ll], acc[ll]
+            Ll = np.full(len(ll), 8, np.uint8)
+            live = np.ones(len(ll), bool)
+            last = len(b) - 1
+            for k in range(8, 19):
+                d = b[np.minimum(s1 + k, last)] - np.uint8(48)
+                live &= d <= 9
+                if not live.any():
+                    break
+                a1 = np.where(live, a1 * 10 + d, a1)
+                Ll += live
+            if live.any():
+                raise Unsupported("number length")
+            acc[ll], L8[ll] = a1, Ll
+        vals[lg], L[lg] = acc, L8
+    if (c[ds + L] == _LIT).any():               # the token goes on after its digits: 1.5, 1e3, 12a
+        raise Unsupported("not an integer")
     np.negative(vals, out=vals, where=neg)
     out[ni] = vals
     return out
