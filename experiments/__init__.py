@@ -27,18 +27,24 @@ MODULES = (
     "serializable_pilot",
     "multi_writer",
     "two_writer",
-    "provenance_recovery",
 )
 
 
+def names() -> list[str]:
+    """Command names of the experiments present, without importing them (NAME is the module
+    name with dashes)."""
+    from importlib.util import find_spec
+
+    return [m.replace("_", "-") for m in MODULES if find_spec(f"toki.experiments.{m}") is not None]
+
+
+def load(name: str):
+    """The experiment module behind a command name."""
+    mod = importlib.import_module(f"toki.experiments.{name.replace('-', '_')}")
+    if mod.NAME != name:  # pragma: no cover - a module whose NAME drifted from its file name
+        raise ImportError(f"experiment module {mod.__name__} is named {mod.NAME!r}, expected {name!r}")
+    return mod
+
+
 def available() -> dict:
-    found = {}
-    for name in MODULES:
-        try:
-            mod = importlib.import_module(f"toki.experiments.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"toki.experiments.{name}":
-                continue
-            raise
-        found[mod.NAME] = mod
-    return found
+    return {name: load(name) for name in names()}

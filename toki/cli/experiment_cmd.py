@@ -1,7 +1,12 @@
-"""``toki experiment NAME``: run one experiment, print its table, write its JSON (DESIGN §4.5)."""
+"""``toki experiment NAME``: run one experiment, print its table, write its JSON (DESIGN §4.5).
+
+The experiment's own options are parsed only once NAME is known, so listing commands does not
+import every experiment (and the database and scheduler layers behind them).
+"""
 
 from __future__ import annotations
 
+import argparse
 import time
 
 from toki.cli import add_dsn_option
@@ -9,22 +14,37 @@ from toki.cli.render import emit_json, table
 
 
 def register(sub) -> None:
-    from toki.experiments import available
+    from toki.experiments import names
 
-    p = sub.add_parser("experiment", help="run an experiment that reproduces a published table")
-    esub = p.add_subparsers(dest="experiment", metavar="NAME", parser_class=type(p))
-    lst = esub.add_parser("list", help="name the experiments and the table each reproduces")
-    lst.add_argument("--json", action="store_true")
-    lst.set_defaults(func=_list)
-    for name, mod in available().items():
-        ep = esub.add_parser(name, help=mod.TABLE, description=(mod.__doc__ or "").strip() or None)
-        add_dsn_option(ep)
-        ep.add_argument("--seed", type=int, default=42, help="seed for every random choice (default 42)")
-        ep.add_argument("--json", metavar="PATH", default=None,
-                        help=f"where to write the JSON (default results/{name}/{name}.json; '-' for stdout)")
-        mod.add_arguments(ep)
-        ep.set_defaults(func=_runner(name, mod))
-    p.set_defaults(func=lambda args, out: (p.print_help(out), 2)[1])
+    p = sub.add_parser("experiment", help="run an experiment that reproduces a published table",
+                       description="Run an experiment ('toki experiment list' names them with the table each "
+                                   "reproduces; 'toki experiment NAME --help' shows its options).")
+    p.add_argument("name", metavar="NAME", choices=["list", *names()],
+                   help="list, or one of: " + ", ".join(names()))
+    p.add_argument("options", nargs=argparse.REMAINDER, help="the experiment's own options")
+    p.set_defaults(func=_dispatch, _parser_class=type(p))
+
+
+def _dispatch(args, out) -> int:
+    from toki.experiments import load
+
+    if args.name == "list":
+        lst = args._parser_class(prog="toki experiment list", description="name the experiments")
+        lst.add_argument("--json", action="store_true", help="print JSON")
+        return _list(lst.parse_args(args.options), out)
+    mod = load(args.name)
+    ep = args._parser_class(prog=f"toki experiment {args.name}", description=(mod.__doc__ or "").strip() or None,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_dsn_option(ep)
+    ep.add_argument("--seed", type=int, default=42, help="seed for every random choice (default 42)")
+    ep.add_argument("--json", metavar="PATH", default=None,
+                    help=f"where to write the JSON (default results/{args.name}/{args.name}.json; '-' for stdout)")
+    mod.add_arguments(ep)
+    try:
+        opts = ep.parse_args(args.options)
+    except SystemExit as e:  # --help (0) or a usage error (2), already printed by argparse
+        return int(e.code or 0)
+    return _run(args.name, mod, opts, out)
 
 
 def _list(args, out) -> int:
@@ -38,21 +58,19 @@ def _list(args, out) -> int:
     return 0
 
 
-def _runner(name, mod):
-    def go(args, out) -> int:
-        from toki.runinfo import provenance
+def _run(name, mod, args, out) -> int:
+    from toki.runinfo import provenance
 
-        t0 = time.perf_counter()
-        doc = mod.run(args, out)
-        opts = {k: v for k, v in vars(args).items() if k not in ("func", "dsn") and not callable(v)}
-        doc.setdefault("experiment", name)
-        doc["provenance"] = provenance(seed=args.seed, options=opts, backend=doc.get("backend"),
-                                       elapsed_s=round(time.perf_counter() - t0, 3))
-        path = args.json or f"results/{name}/{name}.json"
-        if path == "-":
-            emit_json(doc, out)
-        else:
-            emit_json(doc, out, path)
-            out.write(f"wrote {path}\n")
-        return int(doc.get("exit_status", 0))
-    return go
+    t0 = time.perf_counter()
+    doc = mod.run(args, out)
+    opts = {k: v for k, v in vars(args).items() if k != "dsn" and not callable(v)}
+    doc.setdefault("experiment", name)
+    doc["provenance"] = provenance(seed=args.seed, options=opts, backend=doc.get("backend"),
+                                   elapsed_s=round(time.perf_counter() - t0, 3))
+    path = args.json or f"results/{name}/{name}.json"
+    if path == "-":
+        emit_json(doc, out)
+    else:
+        emit_json(doc, out, path)
+        out.write(f"wrote {path}\n")
+    return int(doc.get("exit_status", 0))
