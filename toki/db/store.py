@@ -575,23 +575,23 @@ class Store:
     @classmethod
     def open(cls, dsn: str | None = None, *, server: Server | None = None, schema: str | None = None,
              label: str = "store", create: bool = True, **kw) -> "Store":
-        import secrets
-
-        from toki.db.server import SCHEMA_PREFIX, _check_ident, _literal, _tag
+        """A store in a fresh run schema (``schema=None``; dropped on close), or attached to an
+        existing ``schema`` (created if missing when ``create``; never dropped by the store)."""
+        from toki.db.server import _check_ident, create_run_schema
 
         server = server or resolve(dsn)
-        owns = schema is None
-        if owns:
-            schema = f"{SCHEMA_PREFIX}{label}_{secrets.token_hex(4)}"
-        _check_ident(schema)
         if "mode" in kw:
             kw["mode"] = SchemaMode.parse(kw["mode"])
+        owns = schema is None
+        with server.connect() as c:
+            if owns:
+                schema = create_run_schema(c, label)
+            else:
+                _check_ident(schema)
+                if create:
+                    c.execute(f"create schema if not exists {schema}")
         store = cls(server=server, schema=schema, owns_schema=owns, **kw)
-        if create:
-            with server.connect() as c:
-                c.execute(f"create schema if not exists {schema}")
-                if owns:
-                    c.execute(f"comment on schema {schema} is {_literal(_tag())}")
+        if owns or create:
             dbschema.create_all(store.conn, store.judge_log_form)
         return store
 
