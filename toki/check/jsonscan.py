@@ -299,11 +299,13 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     padded = buf + bytes(16)
     b = np.frombuffer(padded, np.uint8)
     c = np.frombuffer(padded.translate(_CLS), np.uint8)
-    cand = np.empty(n, bool)
+    cand = np.empty(n + 1, bool)
     cand[0] = c[0] != _WS
-    np.not_equal(c[1:n] & c[:n - 1], _LIT, out=cand[1:])
-    cand[1:] &= c[1:n] != _WS
-    pos = np.flatnonzero(cand)
+    np.not_equal(c[1:n] & c[:n - 1], _LIT, out=cand[1:n])
+    cand[1:n] &= c[1:n] != _WS
+    cand[n] = True
+    pos_ext = np.flatnonzero(cand)  # token starts, then the end of the slice
+    pos = pos_ext[:-1]
     kind = np.frombuffer(b[pos].tobytes().translate(_KIND), np.uint8)
     if len(kind) == 0:
         if final and d0 == 0 and prev == RBRACE and mode is _LINES:
@@ -326,14 +328,12 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
         used = int(pos[T - 1]) + 1
         nb = int(closes[-1]) + 1
         bi, bk, dab = bi[:nb], bk[:nb], dab[:nb]
-        pos, kind = pos[:T], kind[:T]
+        pos_ext, kind = pos_ext[:T + 1], kind[:T]  # pos_ext[T]: the next token, a bound as good as n
+        pos = pos_ext[:T]
     if len(dab) and (int(dab.min()) < 0 or int(dab.max()) > opd + 3):
         raise Unsupported("depth")
     if (kind == OTHER).any():
         raise Unsupported("unknown token")
-    pos_ext = np.empty(T + 1, np.int64)
-    pos_ext[:T] = pos
-    pos_ext[T] = n
     # container depth after every token (bounded by the checks above), and the grammar as allowed
     # (depth, kind, next kind): the pair of kinds gives the depths where it may occur
     cnt = np.diff(np.concatenate(([0], bi, [T])))
@@ -351,14 +351,16 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     if final and kind[-1] != (RBRACK if mode is _ARRAY else RBRACE):
         raise Unsupported("end")
 
-    # strings: one literal run from an opening quote to the next quote
+    # strings: a literal run (it ends at the next token, or earlier at whitespace) with a quote at
+    # each end (the first is the token's kind) and no other quote: two quotes per string in all
     si = np.flatnonzero(kind == STR)
     sp = pos[si]
-    qpos = np.flatnonzero(b[:used] == 34)
-    if len(qpos) != 2 * len(si) or not np.array_equal(qpos[0::2], sp):
-        raise Unsupported("strings")
-    close = qpos[1::2]
-    if not (close < pos_ext[si + 1]).all() or (c[close + 1] == _LIT).any():
+    close = pos_ext[1:][si] - 1
+    ws = np.flatnonzero(c[close] == _WS)
+    while len(ws):
+        close[ws] -= 1
+        ws = ws[c[close[ws]] == _WS]
+    if (close <= sp).any() or (b[close] != 34).any() or np.count_nonzero(b[:used] == 34) != 2 * len(si):
         raise Unsupported("strings")
     slen = close - sp - 1
     w8 = np.ndarray((n + 8,), "<u8", padded, 0, (1,))
