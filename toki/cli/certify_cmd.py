@@ -93,7 +93,7 @@ def run(args, out) -> int:
     if args.json is not None:
         doc = {"verdict": v.to_json(), "provenance": provenance(
             seed=args.seed, options={"adapter": args.adapter, "level": level.name, "budget": n, "mode": args.mode},
-            backend=server.describe() if hasattr(server, "describe") else None, elapsed_s=round(elapsed, 3))}
+            backend=server.describe(), elapsed_s=round(elapsed, 3))}
         emit_json(doc, out, None if args.json == "-" else args.json)
         if args.json == "-":
             return 0 if v.contract_holds else 1

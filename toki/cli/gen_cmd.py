@@ -16,7 +16,7 @@ def register(sub) -> None:
     h.add_argument("--keys", type=int, default=10, help="active keys at any time (default 10)")
     h.add_argument("--db", choices=("serializable", "snapshot-isolation", "read-committed"),
                    default="serializable", help="simulated database (default serializable)")
-    h.add_argument("--seed", type=int, default=0, help="random seed (default 0); recorded in no file, so note it")
+    h.add_argument("--seed", type=int, default=0, help="random seed (default 0); recorded with the options in PATH.provenance.json (or on stderr)")
     h.add_argument("--concurrency", type=int, default=10, help="client processes (default 10)")
     h.add_argument("--min-txn-length", type=int, default=1)
     h.add_argument("--max-txn-length", type=int, default=5)
@@ -42,11 +42,21 @@ def run(args, out) -> int:
                    concurrency=args.concurrency, min_txn_length=args.min_txn_length,
                    max_txn_length=args.max_txn_length, max_writes_per_key=args.max_writes_per_key)
     writer = write_json if args.format == "json" else write_edn
+    import json
+
+    from toki.cli.render import emit_json
+    from toki.runinfo import provenance
+
+    # How the history was made goes next to it: a Jepsen history has no place for it inside.
+    made = provenance(seed=args.seed, options={k: v for k, v in vars(args).items() if k not in ("func", "what")})
     with no_gc():
         if args.out == "-":
             writer(ops, out)
+            sys.stderr.write("provenance: " + json.dumps(made, default=str) + "\n")
         else:
             with open(args.out, "w") as f:
                 n = writer(ops, f)
-            sys.stderr.write(f"wrote {n} ops ({args.txns} transactions, {args.db}, seed {args.seed}) to {args.out}\n")
+            emit_json(made, out, args.out + ".provenance.json")
+            sys.stderr.write(f"wrote {n} ops ({args.txns} transactions, {args.db}, seed {args.seed}) to {args.out}"
+                             f" and how it was made to {args.out}.provenance.json\n")
     return 0
