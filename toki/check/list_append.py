@@ -149,22 +149,28 @@ def analyse(h: History) -> dict:
         lstart = np.zeros(len(lr), np.int64)
         np.cumsum(llen[:-1], out=lstart[1:])
         lel = elem[_ranges(rstart[lr], llen)]
+        # (every compared read is at most as long as the longest, so element i of a read faces
+        # element i of the longest; a read's elements are usually contiguous with the next one's)
         n_el = rlen[cmp]
         ends = np.cumsum(n_el)
+        shift = lstart[kp[cmp]] - rstart[cmp]        # from a read's elements to its longest read's
         bad_parts = []
         a = 0
         while a < len(cmp):
             b = max(a + 1, int(np.searchsorted(ends, (ends[a - 1] if a else 0) + _BLOCK, "right")))
             ne = n_el[a:b]
-            e_read = np.repeat(cmp[a:b], ne)
-            e_pos = np.arange(len(e_read)) - np.repeat(np.cumsum(ne) - ne, ne)
-            Li = kp[e_read]
-            mine = elem[rstart[e_read] + e_pos]
-            Ll = llen[Li]
-            theirs = lel[lstart[Li] + np.minimum(e_pos, Ll - 1)]
-            bad = (mine != theirs) | (e_pos >= Ll)
+            st = rstart[cmp[a:b]]
+            if (st[1:] == st[:-1] + ne[:-1]).all():
+                s0 = int(st[0])
+                idx = np.arange(s0, s0 + int(ne.sum()))
+                mine = elem[s0:s0 + len(idx)]
+            else:
+                idx = _ranges(st, ne)
+                mine = elem[idx]
+            idx += np.repeat(shift[a:b], ne)
+            bad = mine != lel[idx]
             if bad.any():
-                bad_parts.append(e_read[bad])
+                bad_parts.append(cmp[a:b][np.searchsorted(np.cumsum(ne), np.flatnonzero(bad), "right")])
             a = b
         if bad_parts:
             bad_reads = np.unique(np.concatenate(bad_parts))
