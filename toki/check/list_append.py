@@ -272,7 +272,7 @@ def analyse(h: History) -> dict:
 
     # --- per (txn, key) groups: future-read, internal, lost-update ---
     go, newg = _group_order(h)
-    a_oi = order_index(C.pair(m_key[ai], m_val[ai]))   # position of each append in the order
+    a_oi = order_index(acode)   # position of each append in the order
     mop_opos = np.full(M, -1, np.int64)
     mop_opos[ai] = np.where(a_oi >= 0, opos[np.maximum(a_oi, 0)], -1)
     mop_rlen = np.full(M, -1, np.int64)
@@ -320,13 +320,18 @@ def analyse(h: History) -> dict:
         li = olast[kp[has]]
         prev_val[unk[has]] = order_val[li]
         prev_code[unk[has]] = order_code[li]
-    # ww: writer of the previous element -> appender
-    pw = np.where(prev_code >= 0, writer_txn(np.maximum(prev_code, 0), True), -1)
+    # ww: writer of the previous element -> appender (o_wt: the writer of each element of the order)
+    prev_oi = np.full(len(poss_a), -1, np.int64)
+    prev_oi[hp] = pa_oi[hp] - 1
+    if len(unk) and len(okeys):
+        prev_oi[unk[has]] = li
+    pw = o_wt[prev_oi] if nO else np.full(len(poss_a), -1, np.int64)
+    pw = np.where((prev_oi >= 0) & (pw >= 0) & (ttype[np.maximum(pw, 0)] != FAIL), pw, -1)
     m = pw >= 0
     a_txn = m_txn[poss_a]
     ww = EdgeSet(WW, pw[m], a_txn[m], m_key[poss_a][m], prev_val[m], m_val[poss_a][m])
     # wr: writer of a read's last element -> reader
-    wt = np.where(nonempty, writer_txn(last_code, True), -1)
+    wt = np.where((last_wt >= 0) & (ttype[np.maximum(last_wt, 0)] != FAIL), last_wt, -1)
     m = (wt >= 0) & r_poss
     wr = EdgeSet(WR, wt[m], r_txn[m], rk[m], last_val[m], last_val[m])
     # rw: readers of the previous version -> appender
@@ -336,9 +341,13 @@ def analyse(h: History) -> dict:
     ro = np.argsort(rv, kind="stable")
     rvs = rv[ro]
     rtx = r_txn[rsel][ro]
-    lo = np.searchsorted(rvs, prev_code, "left")
-    hi = np.searchsorted(rvs, prev_code, "right")
-    cnt = hi - lo
+    vst = np.flatnonzero(np.r_[True, rvs[1:] != rvs[:-1]]) if len(rvs) else np.zeros(0, np.int64)
+    if len(vst):                                  # the readers of each distinct version: a run of rvs
+        vp = np.minimum(np.searchsorted(rvs[vst], prev_code), len(vst) - 1)
+        lo = vst[vp]
+        cnt = np.where(rvs[lo] == prev_code, np.diff(np.r_[vst, len(rvs)])[vp], 0)
+    else:
+        lo = cnt = np.zeros(len(poss_a), np.int64)
     rep = np.repeat(np.arange(len(poss_a)), cnt)
     srcs = rtx[np.repeat(lo, cnt) + (np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))]
     rw = EdgeSet(RW, srcs, a_txn[rep], m_key[poss_a][rep], prev_val[rep], m_val[poss_a][rep])
