@@ -71,8 +71,27 @@ def _word(s: str) -> int:
     return int.from_bytes(b, "little") | (len(b) << 56)
 
 
-_VW = np.array(sorted(_word(s) for s in VOCAB), np.uint64)
-_VID = np.array([S[s] for s in sorted(VOCAB, key=_word)], np.uint8)
+
+
+def _perfect_hash(words: list[int], bits: int = 6) -> int:
+    """An odd multiplier m such that (w * m mod 2^64) >> (64 - bits) differs for all words."""
+    for m in range(0x9E3779B97F4A7C15, 0x9E3779B97F4A7C15 + (1 << 20), 2):
+        if len({((w * m) & ((1 << 64) - 1)) >> (64 - bits) for w in words}) == len(words):
+            return m
+    raise AssertionError("no multiplier")  # pragma: no cover - the vocabulary is fixed
+
+
+_DELTA = _table(0, {LBRACK: 1, LBRACE: 1, RBRACK: 255, RBRACE: 255})  # bracket kind -> depth change (int8)
+
+# vocabulary lookup: a multiplicative hash of a string's word picks the one candidate to compare
+_HBITS = 6
+_HMUL = np.uint64(_perfect_hash([_word(s) for s in VOCAB], _HBITS))
+_HSH = np.uint64(64 - _HBITS)
+_HW = np.zeros(1 << _HBITS, np.uint64)    # 0 is never a word (the length is in the top byte)
+_HID = np.full(1 << _HBITS, S_UNKNOWN, np.uint8)
+for _s in VOCAB:
+    _h = ((_word(_s) * int(_HMUL)) & ((1 << 64) - 1)) >> (64 - _HBITS)
+    _HW[_h], _HID[_h] = _word(_s), S[_s]
 _MASK = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], np.uint64)
 _NULLW, _TRUEW, _FALSEW = (np.uint64(int.from_bytes(w, "little")) for w in (b"null", b"true", b"false"))
 
@@ -313,7 +332,9 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
         raise Unsupported("no tokens")
     bi = np.flatnonzero(kind < 4)
     bk = kind[bi]
-    dab = np.cumsum(np.where(bk < 2, 1, -1).astype(np.int16)) + np.int16(d0)  # depth after each bracket
+    dab = np.cumsum(np.frombuffer(bk.tobytes().translate(_DELTA), np.int8), dtype=np.int16)  # depth after each bracket
+    if d0:
+        dab += np.int16(d0)
     # cut after the last op's closing brace
     closes = np.flatnonzero((bk == RBRACE) & (dab == opd - 1))
     if final:
@@ -366,9 +387,9 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     w8 = np.ndarray((n + 8,), "<u8", padded, 0, (1,))
     word = (w8[sp + 1] & _MASK[np.minimum(slen, 8)]) | (slen.astype(np.uint64) << np.uint64(56))
     word[slen > 7] = np.uint64(0)
-    j = np.minimum(np.searchsorted(_VW, word), len(_VW) - 1)
+    j = (word * _HMUL) >> _HSH
     sid_tok = np.full(T, S_UNKNOWN, np.uint8)
-    sid_tok[si] = np.where(_VW[j] == word, _VID[j], S_UNKNOWN)
+    sid_tok[si] = np.where(_HW[j] == word, _HID[j], S_UNKNOWN)
     # object keys: a string after { or , inside an op is a key, and only a key precedes a colon
     at_obj = si[dtok[si] == opd]
     kp = kind[at_obj - 1]
