@@ -133,8 +133,8 @@ def _pair_table(contexts: list[str]) -> np.ndarray:
 
 def _pair_mask(table: np.ndarray) -> bytes:
     """pairmask[(kind << 4) | next_kind]: bit d set if the pair is allowed at depth d."""
-    t = table.reshape(8, 256)
-    return bytes(int(sum(int(t[d, p]) << d for d in range(8))) for p in range(256))
+    bits = table.reshape(8, 256).astype(np.uint8) << np.arange(8, dtype=np.uint8)[:, None]
+    return np.bitwise_or.reduce(bits, axis=0).tobytes()
 
 
 # depth after a token -> context; ops open at depth OPD (array: 2, lines: 1), lists nest 3 deep
