@@ -406,7 +406,7 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
         lp = pos[li]
         if not ((w8[lp] & _MASK[ln]) == want).all() or (c[lp + ln] == _LIT).any():
             raise Unsupported("literals")
-    num_tok = _numbers(b, c, w8, kind, pos, T)
+    num_tok = _numbers(b, c, w8, kind, pos, T, b"-" in buf)
 
     # ops and their members
     op_tok = bi[bk == LBRACE]
@@ -538,7 +538,7 @@ def _digits_swar(w: np.ndarray, hi, add_gt9, add_lt0, zeros):
 
 
 def _numbers(b: np.ndarray, c: np.ndarray, w8: np.ndarray, kind: np.ndarray, pos: np.ndarray,
-             T: int) -> np.ndarray:
+             T: int, minus: bool = True) -> np.ndarray:
     """Value of every integer token (0 elsewhere); Unsupported for anything but -?(0|[1-9][0-9]*)
     of at most 18 digits. Up to 4 (then 8) digits at once: the bytes at the first digit are read
     as one word, the digit bytes counted from its low end, and the digits reduced in lanes."""
@@ -547,8 +547,11 @@ def _numbers(b: np.ndarray, c: np.ndarray, w8: np.ndarray, kind: np.ndarray, pos
     if len(ni) == 0:
         return out
     p = pos[ni]
-    neg = b[p] == 45
-    ds = p + neg
+    if minus:                                     # a minus sign in the slice (else no number is negative)
+        neg = b[p] == 45
+        ds = p + neg
+    else:
+        neg, ds = None, p
     w4 = np.ndarray((len(b) - 4,), "<u4", b, 0, (1,))
     U4 = np.uint32
     L, x = _digits_swar(w4[ds], U4(0x80808080), U4(0x46464646), U4(0x50505050), U4(0x30303030))
@@ -586,7 +589,8 @@ def _numbers(b: np.ndarray, c: np.ndarray, w8: np.ndarray, kind: np.ndarray, pos
         vals[lg], L[lg] = acc, L8
     if (c[ds + L] == _LIT).any():               # the token goes on after its digits: 1.5, 1e3, 12a
         raise Unsupported("not an integer")
-    np.negative(vals, out=vals, where=neg)
+    if neg is not None:
+        np.negative(vals, out=vals, where=neg)
     out[ni] = vals
     return out
 
