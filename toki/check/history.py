@@ -472,6 +472,13 @@ def _parse_fast(ops: list[dict], workload: str) -> History:
 # The general path (op maps) and the scanner's (toki.check.jsonscan columns) meet here, so that
 # pairing invocations with completions and laying out micro-ops cannot differ between them.
 
+def _stable_order(P: np.ndarray) -> np.ndarray:
+    """argsort(P, kind="stable"), as a radix sort when P spans fewer than 2^16 values."""
+    if len(P) and int(P.max()) - int(P.min()) < 1 << 16:
+        return np.argsort((P - P.min()).astype(np.uint16), kind="stable")
+    return np.argsort(P, kind="stable")
+
+
 def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.ndarray, proc_of) -> dict:
     """Pair each client completion with its process's preceding invocation.
 
@@ -479,7 +486,7 @@ def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.
     processes. Transactions are completions plus invocations that never complete (as info), in
     history order. ``proc_of(i)`` names op i's process in error messages."""
     Ty = tcode[cpos]
-    order = np.lexsort((cpos, P))
+    order = _stable_order(P)  # by process, then position (cpos is increasing)
     sp, st, spos = P[order], Ty[order], cpos[order]
     same_prev = np.zeros(len(sp), bool)
     same_prev[1:] = sp[1:] == sp[:-1]
