@@ -56,6 +56,29 @@ class Codes:
         return -(np.asarray(k, np.int64) - self.kmin) - 1
 
 
+def _finder(sorted_codes: np.ndarray, payload: np.ndarray):
+    """codes -> payload of the equal sorted code, or -1. A direct table when the codes are distinct,
+    non-negative and span at most about 8 per code (a gather instead of a binary search)."""
+    n = len(sorted_codes)
+    if n and int(sorted_codes[0]) >= 0 and int(sorted_codes[-1]) < 8 * n + 4096 and \
+            (sorted_codes[1:] != sorted_codes[:-1]).all():
+        size = int(sorted_codes[-1]) + 1
+        tab = np.full(size, -1, np.int64)
+        tab[sorted_codes] = payload
+
+        def find(codes):
+            inr = (codes >= 0) & (codes < size)
+            return np.where(inr, tab[np.where(inr, codes, 0)], -1)
+        return find
+
+    def search(codes):
+        if n == 0:
+            return np.full(len(codes), -1, np.int64)
+        p = np.minimum(np.searchsorted(sorted_codes, codes), n - 1)
+        return np.where(sorted_codes[p] == codes, payload[p], -1)
+    return search
+
+
 def _group_order(h: History) -> tuple[np.ndarray, np.ndarray]:
     """Mops sorted by (txn, key), keeping their order inside a transaction; group starts."""
     m_txn, m_key = h.m_txn, h.m_key
@@ -112,12 +135,7 @@ def analyse(h: History) -> dict:
             f"(ops {int(h.t_index[m_txn[m1]])} and {int(h.t_index[m_txn[m2]])})",
             fix="list-append needs every appended value to be unique per key")
     a_sorted_mop = ai[ao]
-
-    def writer_mop(codes):
-        if len(acs) == 0:
-            return np.full(len(codes), -1, np.int64)
-        p = np.minimum(np.searchsorted(acs, codes), len(acs) - 1)
-        return np.where(acs[p] == codes, a_sorted_mop[p], -1)
+    writer_mop = _finder(acs, a_sorted_mop)
 
     def writer_txn(codes, possible_only=False):
         wm = writer_mop(codes)
@@ -220,11 +238,7 @@ def analyse(h: History) -> dict:
     oc_sort = np.argsort(order_code)
     oc_sorted = order_code[oc_sort]
 
-    def order_index(codes):
-        if nO == 0:
-            return np.full(len(codes), -1, np.int64)
-        p = np.minimum(np.searchsorted(oc_sorted, codes), nO - 1)
-        return np.where(oc_sorted[p] == codes, oc_sort[p], -1)
+    order_index = _finder(oc_sorted, oc_sort)
 
     # writer of each element of the order, and first failed writer position per key
     o_wt = writer_txn(order_code)
