@@ -27,13 +27,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"toki: error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every command, or with command ``only`` alone (its module is the only one
+    imported: `toki check FILE` does not pay for the other commands' imports)."""
     parser = _Parser(prog="toki", description="Certify the isolation contracts of agent-memory write paths "
                      "on real databases (TOKI, arXiv 2606.06240).",
                      epilog="exit status: 0 ok, 1 a check or expectation failed, 2 bad input or no database")
     parser.add_argument("--version", action="version", version=f"toki {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
+        if only is not None and name != only:
+            continue
         try:
             module = importlib.import_module(f"toki.cli.{name}_cmd")
         except ModuleNotFoundError as e:
@@ -51,7 +55,8 @@ def add_dsn_option(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:

@@ -6,8 +6,6 @@ ran out of time is never a pass), 2 bad input (the message names the op and what
 
 from __future__ import annotations
 
-from toki.cli.render import emit_json, table
-
 EPILOG = ("exit status: 0 valid, 1 invalid or unknown (never a pass), 2 bad input. "
           "Default models (none given): strict-serializable, as Elle.")
 
@@ -37,6 +35,7 @@ def register(sub) -> None:
 
 def run(args, out) -> int:
     from toki.check import check, lattice
+    from toki.cli.render import emit_json  # here, not at the top: rich is not needed to register
     from toki.check.core import CYCLE_SEARCH_TIMEOUT
     from toki.check.tuning import fast_malloc
     from toki.errors import ConfigError
@@ -62,6 +61,8 @@ def run(args, out) -> int:
 
 
 def _human(res: dict, out) -> None:
+    from toki.cli.render import table
+
     v = res["valid"]
     out.write(f"valid: {str(v).lower() if isinstance(v, bool) else v}\n")
     if res["anomaly_types"]:
