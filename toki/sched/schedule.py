@@ -11,10 +11,13 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toki.errors import ScheduleError, TokiError
 from toki.levels import parse_isolation
+
+if TYPE_CHECKING:  # spec.py imports this module; the annotation only needs the name
+    from toki.sched.spec import SpecFile
 
 #: write-path phases a step may name (DESIGN §4.1 extension; see toki.db.store.WriteTxn)
 OPS = ("begin", "read_candidates", "judge", "read_callback", "write", "commit", "rollback",
@@ -195,7 +198,7 @@ def parse_toml(text: str, source: str = "<string>") -> Schedule:
     return sched.validate()
 
 
-def load(path: str | Path) -> Schedule | "SpecFile":
+def load(path: str | Path) -> Schedule | SpecFile:
     """Load a ``.toml`` schedule or an isolationtester ``.spec`` file."""
     p = Path(path)
     if not p.exists():
