@@ -519,8 +519,9 @@ def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.
             "pcodes": pcodes.astype(np.int64), "processes": [int(x) for x in uniq]}
 
 
-def _list_append_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, rnil, rl, elems, vtable) -> History:
-    ttype = tx["ttype"]
+def _micro_columns(ttype, lens, m_f, wcodes):
+    """Per micro-op columns both workloads share: owning transaction, read and write
+    positions, values (writes filled in) and nil flags."""
     M = len(m_f)
     m_txn = np.repeat(np.arange(len(ttype), dtype=np.int64), lens)
     is_read = m_f == R
@@ -529,6 +530,12 @@ def _list_append_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, rnil, rl
     m_val = np.zeros(M, np.int64)
     m_nil = np.zeros(M, bool)
     m_val[widx] = wcodes
+    return m_txn, ridx, widx, m_val, m_nil
+
+
+def _list_append_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, rnil, rl, elems, vtable) -> History:
+    ttype = tx["ttype"]
+    m_txn, ridx, widx, m_val, m_nil = _micro_columns(ttype, lens, m_f, wcodes)
     r_off = np.zeros(len(ridx) + 1, np.int64)
     np.cumsum(rl, out=r_off[1:])
     m_val[ridx] = np.arange(len(ridx))
@@ -540,14 +547,7 @@ def _list_append_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, rnil, rl
 
 def _rw_register_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, wnil, rcodes, rnil, vtable) -> History:
     ttype = tx["ttype"]
-    M = len(m_f)
-    m_txn = np.repeat(np.arange(len(ttype), dtype=np.int64), lens)
-    is_read = m_f == R
-    ridx = np.flatnonzero(is_read)
-    widx = np.flatnonzero(~is_read)
-    m_val = np.zeros(M, np.int64)
-    m_nil = np.zeros(M, bool)
-    m_val[widx] = wcodes
+    m_txn, ridx, widx, m_val, m_nil = _micro_columns(ttype, lens, m_f, wcodes)
     m_val[ridx] = rcodes
     m_nil[widx] = wnil
     m_nil[ridx] = rnil
