@@ -53,9 +53,13 @@ class PostgresBackend:
     def levels(self) -> tuple[Isolation, ...]:
         return (Isolation.RU, Isolation.RC, Isolation.SI, Isolation.SR)
 
-    def begin(self, conn, level: Isolation) -> None:
+    def begin_sql(self, level: Isolation) -> list[str]:
         check_level(self.name, self.levels(), level)
-        conn.execute(f"begin isolation level {level.sql}")
+        return [f"begin isolation level {level.sql}"]
+
+    def begin(self, conn, level: Isolation) -> None:
+        for sql in self.begin_sql(level):
+            conn.execute(sql)
 
     @property
     def observer(self) -> psycopg.Connection:
@@ -77,7 +81,8 @@ class PostgresBackend:
 
     def describe(self) -> dict:
         v = self.observer.info.server_version
-        return {"name": self.name, "version": f"{v // 10000}.{v % 10000}"}
+        return {"name": self.name, "version": f"{v // 10000}.{v % 10000}",
+                "levels": [lv.cli_name for lv in self.levels()]}
 
     def close(self) -> None:
         if self._observer is not None:

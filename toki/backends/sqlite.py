@@ -26,6 +26,7 @@ SQLITE_BUSY_SNAPSHOT = 5 | (2 << 8)
 SQLITE_CONSTRAINT_PRIMARYKEY = 19 | (6 << 8)
 SQLITE_CONSTRAINT_UNIQUE = 19 | (8 << 8)
 BEGIN_MODES = ("deferred", "immediate", "exclusive")
+JOURNAL_MODES = ("delete", "truncate", "persist", "wal", "memory")
 
 
 def classify(exc: BaseException) -> Classified:
@@ -60,13 +61,21 @@ class SqliteBackend:
     @classmethod
     def from_dsn(cls, dsn: str) -> "SqliteBackend":
         parts = urlsplit(dsn)
-        path = parts.path[1:] if parts.path.startswith("//") else parts.path
+        # SQLAlchemy's convention: sqlite:///rel.db is relative, sqlite:////abs.db absolute.
+        path = parts.path[1:] if parts.path.startswith("/") else parts.path
         if parts.netloc:
             raise ConfigError(f"SQLite DSN {dsn!r} names a host",
                               fix="use sqlite:///relative/path.db or sqlite:////absolute/path.db")
         if not path:
             raise ConfigError(f"SQLite DSN {dsn!r} names no file", fix="use sqlite:///PATH")
         q = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        bad = set(q) - {"begin", "journal"}
+        if bad:
+            raise ConfigError(f"SQLite DSN {dsn!r}: unknown option(s) {sorted(bad)}",
+                              fix="known options: begin=deferred|immediate|exclusive, journal=delete|wal")
+        if q.get("journal") and q["journal"].lower() not in JOURNAL_MODES:
+            raise ConfigError(f"SQLite DSN {dsn!r}: unknown journal mode {q['journal']!r}",
+                              fix="use journal=delete (rollback journal) or journal=wal")
         return cls(path, begin_mode=q.get("begin", "deferred"), journal=q.get("journal"))
 
     def connect(self) -> sqlite3.Connection:
@@ -78,9 +87,13 @@ class SqliteBackend:
     def levels(self) -> tuple[Isolation, ...]:
         return (Isolation.SR,)
 
-    def begin(self, conn, level: Isolation) -> None:
+    def begin_sql(self, level: Isolation) -> list[str]:
         check_level(self.name, self.levels(), level)
-        conn.execute(f"begin {self.begin_mode}")
+        return [f"begin {self.begin_mode}"]
+
+    def begin(self, conn, level: Isolation) -> None:
+        for sql in self.begin_sql(level):
+            conn.execute(sql)
 
     def is_blocked(self, session, others) -> bool:
         return False  # a SQLite statement never waits: it fails with SQLITE_BUSY instead
@@ -93,5 +106,6 @@ class SqliteBackend:
             conn.execute("rollback")
 
     def describe(self) -> dict:
-        return {"name": self.name, "version": sqlite3.sqlite_version, "begin": self.begin_mode,
-                "journal": self.journal or "default"}
+        return {"name": self.name, "version": sqlite3.sqlite_version, "where": self.path, "begin": self.begin_mode,
+                "journal": self.journal or "default (delete: rollback journal)",
+                "levels": [lv.cli_name for lv in self.levels()]}

@@ -23,10 +23,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
+from toki.backends.base import for_dsn, scheme_of
 from toki.errors import ConfigError, DatabaseUnavailable
+from toki.levels import Isolation
+
+POSTGRES_LEVELS = (Isolation.RU, Isolation.RC, Isolation.SI, Isolation.SR)
 
 SCHEMA_PREFIX = "toki_run_"
 _lock = threading.Lock()
@@ -41,6 +46,13 @@ class Server:
     backend: str = "postgresql"
     _version: str | None = field(default=None, repr=False)
     _superuser: bool | None = field(default=None, repr=False)
+    # The backend seam of a database other than PostgreSQL (toki.backends); None for PostgreSQL,
+    # which the runner drives directly (psycopg, observer, schemas).
+    seam: Any = field(default=None, repr=False)
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.seam is None
 
     def connect(self, *, schema: str | None = None, autocommit: bool = True,
                 deadlock_timeout_ms: int | None = None, application_name: str = "toki") -> psycopg.Connection:
@@ -66,6 +78,8 @@ class Server:
 
     @property
     def version(self) -> str:
+        if self.seam is not None:
+            return self.seam.describe()["version"]
         if self._version is None:
             with psycopg.connect(self.dsn, autocommit=True) as c:
                 self._version = c.execute("show server_version").fetchone()[0].split()[0]
@@ -73,13 +87,24 @@ class Server:
 
     @property
     def is_superuser(self) -> bool:
+        if self.seam is not None:
+            return False
         if self._superuser is None:
             with psycopg.connect(self.dsn, autocommit=True) as c:
                 self._superuser = c.execute("select rolsuper from pg_roles where rolname = current_user").fetchone()[0]
         return bool(self._superuser)
 
     def describe(self) -> dict:
-        return {"name": self.backend, "version": self.version, "where": self.where, "how": self.how}
+        if self.seam is not None:
+            d = dict(self.seam.describe())
+            d["how"] = self.how
+            return d
+        return {"name": self.backend, "version": self.version, "where": self.where, "how": self.how,
+                "levels": [lv.cli_name for lv in POSTGRES_LEVELS]}
+
+    def levels(self) -> tuple:
+        """The isolation levels this database offers (a level it lacks is an error, never substituted)."""
+        return self.seam.levels() if self.seam is not None else POSTGRES_LEVELS
 
 
 def _check_ident(name: str) -> None:
@@ -118,6 +143,8 @@ def resolve(dsn: str | None = None) -> Server:
             server = _start_embedded()
         elif target.strip().lower() == "docker":
             server = _start_docker()
+        elif scheme_of(target) != "postgresql" and "://" in target:
+            server = _other_database(target, how)
         else:
             server = Server(dsn=target, how=how, where=_describe_dsn(target))
             try:
@@ -130,8 +157,26 @@ def resolve(dsn: str | None = None) -> Server:
                     "to use the embedded PostgreSQL",
                 ) from None
         _servers[key] = server
-        collect_garbage(server)
+        if server.seam is None:
+            collect_garbage(server)
         return server
+
+
+def _other_database(dsn: str, how: str) -> Server:
+    """MariaDB/MySQL, SQLite or DuckDB through the backend seam; connect once to fail fast."""
+    seam = for_dsn(dsn)
+    try:
+        conn = seam.connect()
+    except (DatabaseUnavailable, ConfigError):
+        raise
+    except Exception as e:  # a driver's own error (SQLite: no such directory, DuckDB: file locked)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DatabaseUnavailable(f"cannot open {dsn} (from {how}): {first}",
+                                  fix="check the path exists and no other process holds the file") from None
+    with contextlib.suppress(Exception):
+        conn.close()
+    d = seam.describe()
+    return Server(dsn=dsn, how=how, where=str(d.get("where", dsn)), backend=seam.name, seam=seam)
 
 
 def _start_embedded() -> Server:

@@ -265,12 +265,21 @@ class Runner:
         self.record_history = record_history
 
     def lane(self, label: str = "run", **kw) -> Lane:
+        if not self.server.is_postgres:
+            from toki.sched.backend_runner import BackendLane
+
+            return BackendLane(self.server, label=label, **kw)
         return Lane(self.server, label=label, deadlock_timeout_ms=self.deadlock_timeout_ms, **kw)
 
     # -- entry point ---------------------------------------------------------------------
     def run(self, schedule: Schedule, level: Level | str = "read-committed", *, lane: Lane | None = None,
             on_blocked: str | None = None, judge_seed: int = 0, check_expect: bool = True,
             reset: bool = False) -> RunResult:
+        if not self.server.is_postgres:  # MariaDB/MySQL, SQLite, DuckDB: through the backend seam
+            from toki.sched import backend_runner
+
+            return backend_runner.run(self, schedule, level, lane=lane, on_blocked=on_blocked,
+                                      check_expect=check_expect)
         lvl = parse_level(level) if isinstance(level, str) else level
         mode = on_blocked or schedule.on_blocked
         own = lane is None
@@ -641,14 +650,14 @@ class _Execution:
                     sess.conn.close()
 
 
-def check_expectation(schedule: Schedule, level: Level, result: RunResult) -> dict:
-    """Compare a run with the schedule's golden outcome for its level."""
-    from toki.levels import parse_isolation
+def check_expectation(schedule: Schedule, level: Level, result: RunResult,
+                      database: tuple[str, ...] = ()) -> dict:
+    """Compare a run with the schedule's golden outcome for its level.
 
-    exp = None
-    for name, e in schedule.expect.items():
-        if parse_isolation(name) == level.isolation:
-            exp = e
+    ``database`` names the database the run used, most specific first (``("mariadb", "mysql")``);
+    empty means PostgreSQL, whose expectations are the plain ``[expect.LEVEL]`` tables.
+    """
+    exp = schedule.expectation(level.isolation, database)
     if exp is None:
         return {"checked": False, "ok": True, "diff": []}
     diff = []

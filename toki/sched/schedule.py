@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # spec.py imports this module; the annotation only needs the 
 OPS = ("begin", "read_candidates", "judge", "read_callback", "write", "commit", "rollback",
        "deliver_callback", "policy", "sleep", "call", "consolidate")
 ON_BLOCKED = ("error", "defer")
+#: databases a schedule may give expectations for: [expect.DATABASE.LEVEL] (plain [expect.LEVEL] is PostgreSQL)
+DATABASES = ("postgresql", "postgres", "mysql", "mariadb", "sqlite", "duckdb")
 
 
 @dataclass
@@ -60,12 +62,30 @@ class Schedule:
     final: list[str] = field(default_factory=list)
     session_setup: dict[str, list[str]] = field(default_factory=dict)
     session_teardown: dict[str, list[str]] = field(default_factory=dict)
-    expect: dict[str, Expect] = field(default_factory=dict)  # keyed by CLI level name
+    expect: dict[str, Expect] = field(default_factory=dict)  # keyed by CLI level name (PostgreSQL's)
+    # other databases' expectations: [expect.mysql.repeatable-read] -> {"mysql": {"repeatable-read": ...}}
+    expect_db: dict[str, dict[str, Expect]] = field(default_factory=dict)
     on_blocked: str = "error"
     store: bool = False  # create the toki tables (agent_memory, judge_log, ...) in the run schema
     judge_log_form: str = "unique"
     source: str = "<memory>"
     sessions_declared: tuple[str, ...] = ()
+
+    def expectations(self, database: tuple[str, ...] = ()) -> dict[str, Expect]:
+        """The level -> expectation tables for a database (most specific name first; () is PostgreSQL)."""
+        for name in database:
+            if name in ("postgresql", "postgres"):
+                return self.expect
+            if name in self.expect_db:
+                return self.expect_db[name]
+        return self.expect if not database else {}
+
+    def expectation(self, isolation, database: tuple[str, ...] = ()) -> Expect | None:
+        found = None
+        for name, e in self.expectations(database).items():
+            if parse_isolation(name) == isolation:
+                found = e
+        return found
 
     @property
     def sessions(self) -> list[str]:
@@ -104,7 +124,16 @@ class Schedule:
                 raise ScheduleError(f"{where}: [expect.{level}] is not an isolation level",
                                     fix="use read-committed, repeatable-read, serializable (or ru/rc/rr/sr)") from None
         n = len(self.steps)
-        for level, e in self.expect.items():
+        tables = [(lv, e) for lv, e in self.expect.items()]
+        for db, levels in self.expect_db.items():
+            for lv in levels:
+                try:
+                    parse_isolation(lv)
+                except TokiError:
+                    raise ScheduleError(f"{where}: [expect.{db}.{lv}] is not an isolation level",
+                                        fix="use read-committed, repeatable-read, serializable (or ru/rc/rr/sr)") from None
+            tables += [(f"{db}.{lv}", e) for lv, e in levels.items()]
+        for level, e in tables:
             for idx in list(e.blocked or []) + list((e.errors or {}).keys()) + list((e.rows or {}).keys()):
                 if not 0 <= idx < n:
                     raise ScheduleError(f"{where}: [expect.{level}] names step {idx}, but steps are 0..{n - 1}",
@@ -124,6 +153,29 @@ def _str_list(value: Any, what: str, where: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ScheduleError(f"{where}: {what} must be a list of SQL strings", fix=f'write {what} = ["...", "..."]')
     return list(value)
+
+
+def _expect(e: dict, level: str, source: str) -> Expect:
+    bad = set(e) - {"blocked", "errors", "final", "sessions", "rows"}
+    if bad:
+        raise ScheduleError(f"{source}: [expect.{level}] has unknown key(s) {sorted(bad)}",
+                            fix="use blocked, errors, rows, final and sessions")
+    errors = e.get("errors")
+    if errors is not None:
+        try:
+            errors = {int(k): str(v) for k, v in errors.items()}
+        except (ValueError, AttributeError):
+            raise ScheduleError(f"{source}: [expect.{level}] errors must map step indexes to SQLSTATEs",
+                                fix='write errors = { 5 = "40001" }') from None
+    rows = e.get("rows")
+    if rows is not None:
+        try:
+            rows = {int(k): v for k, v in rows.items()}
+        except (ValueError, AttributeError):
+            raise ScheduleError(f"{source}: [expect.{level}] rows must map step indexes to row lists",
+                                fix='write rows = { 3 = [[1, 10], [2, 20]] }') from None
+    return Expect(blocked=e.get("blocked"), errors=errors, final=e.get("final"),
+                  sessions=e.get("sessions"), rows=rows)
 
 
 def parse_toml(text: str, source: str = "<string>") -> Schedule:
@@ -154,30 +206,20 @@ def parse_toml(text: str, source: str = "<string>") -> Schedule:
             raise ScheduleError(f"{source}: step {i} ({session}) has unknown field(s) {sorted(raw)}",
                                 fix="an SQL step takes session, sql and name")
         steps.append(Step(session=session, sql=sql, op=op, name=name, args=raw))
-    expect = {}
+    expect: dict[str, Expect] = {}
+    expect_db: dict[str, dict[str, Expect]] = {}
     for level, e in (doc.get("expect") or {}).items():
         if not isinstance(e, dict):
             raise ScheduleError(f"{source}: [expect.{level}] must be a table", fix="write [expect.read-committed]")
-        bad = set(e) - {"blocked", "errors", "final", "sessions", "rows"}
-        if bad:
-            raise ScheduleError(f"{source}: [expect.{level}] has unknown key(s) {sorted(bad)}",
-                                fix="use blocked, errors, rows, final and sessions")
-        errors = e.get("errors")
-        if errors is not None:
-            try:
-                errors = {int(k): str(v) for k, v in errors.items()}
-            except (ValueError, AttributeError):
-                raise ScheduleError(f"{source}: [expect.{level}] errors must map step indexes to SQLSTATEs",
-                                    fix='write errors = { 5 = "40001" }') from None
-        rows = e.get("rows")
-        if rows is not None:
-            try:
-                rows = {int(k): v for k, v in rows.items()}
-            except (ValueError, AttributeError):
-                raise ScheduleError(f"{source}: [expect.{level}] rows must map step indexes to row lists",
-                                    fix='write rows = { 3 = [[1, 10], [2, 20]] }') from None
-        expect[level] = Expect(blocked=e.get("blocked"), errors=errors, final=e.get("final"),
-                               sessions=e.get("sessions"), rows=rows)
+        if level in DATABASES:
+            for lv, e2 in e.items():
+                if not isinstance(e2, dict):
+                    raise ScheduleError(f"{source}: [expect.{level}.{lv}] must be a table",
+                                        fix=f"write [expect.{level}.repeatable-read]")
+                target = expect if level in ("postgresql", "postgres") else expect_db.setdefault(level, {})
+                target[lv] = _expect(e2, f"{level}.{lv}", source)
+            continue
+        expect[level] = _expect(e, level, source)
     sched = Schedule(
         name=str(doc.get("name") or Path(source).stem),
         description=str(doc.get("description", "")),
@@ -189,6 +231,7 @@ def parse_toml(text: str, source: str = "<string>") -> Schedule:
         session_teardown={k: _str_list(v, f"session_teardown.{k}", source)
                           for k, v in (doc.get("session_teardown") or {}).items()},
         expect=expect,
+        expect_db=expect_db,
         on_blocked=str(doc.get("on_blocked", "error")),
         store=bool(doc.get("store", False)),
         judge_log_form=str(doc.get("judge_log", "unique")),
@@ -225,6 +268,13 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
+def _expect_doc(e: Expect) -> dict:
+    return {k: v for k, v in (("blocked", e.blocked),
+                              ("errors", {str(i): c for i, c in (e.errors or {}).items()} if e.errors is not None else None),
+                              ("rows", {str(i): r for i, r in e.rows.items()} if e.rows is not None else None),
+                              ("final", e.final), ("sessions", e.sessions)) if v is not None}
+
+
 def to_toml(s: Schedule) -> str:
     """A schedule file ``toki run`` executes (inverse of :func:`parse_toml`)."""
     import tomli_w
@@ -257,12 +307,8 @@ def to_toml(s: Schedule) -> str:
     if s.final:
         doc["final"] = s.final
     if s.expect:
-        doc["expect"] = {
-            lvl: {k: v for k, v in (("blocked", e.blocked),
-                                    ("errors", {str(i): c for i, c in (e.errors or {}).items()} if e.errors is not None else None),
-                                    ("rows", {str(i): r for i, r in e.rows.items()} if e.rows is not None else None),
-                                    ("final", e.final), ("sessions", e.sessions)) if v is not None}
-            for lvl, e in s.expect.items()
-        }
+        doc["expect"] = {lvl: _expect_doc(e) for lvl, e in s.expect.items()}
+    for db, levels in s.expect_db.items():
+        doc.setdefault("expect", {})[db] = {lvl: _expect_doc(e) for lvl, e in levels.items()}
     header = "".join(f"# {line}\n" for line in (s.description or s.name).splitlines())
     return header + tomli_w.dumps(doc, multiline_strings=False)
