@@ -1,0 +1,412 @@
+"""Controlled concurrency: agents are threads, every storage call they make is a granted step.
+
+Exactly one agent runs Python code at a time. An agent runs until it reaches its next storage
+call (an intercepted sqlite3/psycopg/file call, or the acquisition of an instrumented lock),
+announces it, and waits. When every live agent is waiting, the controller asks its chooser which
+one goes next and grants that agent's step; the agent performs the call and runs on to its next
+one. So the order of storage calls is exactly the sequence of grants, and the same grants give
+the same run.
+
+Blocking is detected without sleeping:
+- an instrumented lock held by another agent makes the waiting agent ineligible until the
+  holder releases it;
+- SQLite answers SQLITE_BUSY at once (busy timeout 0): the agent is blocked, and its call is
+  re-issued once another agent has made progress; if every agent is blocked, the one the chooser
+  names gets the SQLITE_BUSY error, as it would when a real busy timeout ran out;
+- a PostgreSQL statement that has not returned is checked with the observer
+  (``pg_isolation_test_session_is_blocked``); a blocked agent is skipped until its statement
+  returns, and then waits for a grant before running on.
+Every wait is bounded by ``step_limit_s``: a hung engine is an :class:`EngineHung` error naming
+the agent and the call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toki.errors import TokiError
+
+STEP_LIMIT_S = 10.0
+_PG_POLL_S = 0.002  # how long a granted PostgreSQL statement may run before the observer is asked
+
+
+class EngineHung(TokiError):
+    """An agent neither finished nor reached its next storage call within the step limit."""
+
+
+class ReplayDiverged(TokiError):
+    """A recorded grant sequence names an agent that cannot take a step at that point."""
+
+
+@dataclass
+class StepRecord:
+    seq: int  # position in the grant sequence
+    agent: str
+    kind: str  # start, sql, commit, rollback, script, lock, file-open, file-read, file-write, ...
+    detail: str
+    status: str = "ok"  # ok | error | busy (SQLite answered SQLITE_BUSY; re-issued later)
+    blocked: bool = False  # waited on a lock or another session before it completed
+    completed: int | None = None  # grant seq after which it completed (its own when it never blocked)
+    error: str | None = None
+    waited_from: int | None = None  # grant count when it started waiting for a lock another agent held
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in ("seq", "agent", "kind", "detail", "status", "blocked",
+                                              "completed", "error", "waited_from")}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "StepRecord":
+        return cls(**{k: d.get(k) for k in ("seq", "agent", "kind", "detail", "status", "blocked", "completed",
+                                           "error", "waited_from")})
+
+
+@dataclass
+class RunTrace:
+    grants: list[str]
+    steps: list[StepRecord]
+    results: dict[str, Any]
+    errors: dict[str, BaseException]
+    elapsed_s: float = 0.0
+
+    def outcome_errors(self) -> dict[str, str]:
+        return {a: type(e).__name__ for a, e in sorted(self.errors.items())}
+
+
+# -- choosers ---------------------------------------------------------------------------------
+
+class Chooser:
+    """Which eligible agent takes the next step. ``last`` ran the previous step."""
+
+    def choose(self, eligible: Sequence[str], last: str | None) -> str:
+        raise NotImplementedError
+
+    def victim(self, blocked: Sequence[str]) -> str:
+        """Every agent is blocked on SQLITE_BUSY: who gets the error."""
+        return blocked[-1]
+
+
+class SerialChooser(Chooser):
+    """Runs agents one after another, in ``order``: a serial execution."""
+
+    def __init__(self, order: Sequence[str]):
+        self.order = list(order)
+
+    def choose(self, eligible, last):
+        if last in eligible:
+            return last
+        for a in self.order:
+            if a in eligible:
+                return a
+        return eligible[0]
+
+
+class TapeChooser(Chooser):
+    """Decisions from a tape of integers (what Hypothesis draws and shrinks).
+
+    Candidates are ordered with the agent that ran last first, so a 0 means "no context switch":
+    a tape that shrinks toward zeros and toward shorter shrinks toward fewer switches.
+    """
+
+    def __init__(self, tape: Sequence[int]):
+        self.tape, self.pos = list(tape), 0
+
+    def _next(self, n: int) -> int:
+        v = self.tape[self.pos] if self.pos < len(self.tape) else 0
+        self.pos += 1
+        return v % n
+
+    def choose(self, eligible, last):
+        if len(eligible) == 1:
+            return eligible[0]
+        cands = ([last] if last in eligible else []) + [a for a in eligible if a != last]
+        return cands[self._next(len(cands))]
+
+    def victim(self, blocked):
+        return blocked[self._next(len(blocked))] if len(blocked) > 1 else blocked[0]
+
+
+class ReplayChooser(Chooser):
+    """Follows a recorded grant sequence exactly."""
+
+    def __init__(self, grants: Sequence[str]):
+        self.grants, self.pos = list(grants), 0
+        self.victims: list[str] = []
+
+    def choose(self, eligible, last):
+        if self.pos >= len(self.grants):
+            raise ReplayDiverged(f"the recorded grant sequence ends after {self.pos} grants but agents "
+                                 f"{', '.join(eligible)} still have steps",
+                                 fix="the engine or its version changed since the witness was recorded")
+        a = self.grants[self.pos]
+        self.pos += 1
+        if a not in eligible:
+            raise ReplayDiverged(f"grant {self.pos - 1} names agent {a!r}, but only {', '.join(eligible)} can step",
+                                 fix="the engine or its version changed since the witness was recorded")
+        return a
+
+
+# -- the controller ---------------------------------------------------------------------------
+
+class _Abandoned(BaseException):
+    """Raised in an agent thread when the run failed elsewhere: unwind without touching storage."""
+
+
+class _Agent:
+    def __init__(self, name: str, fn: Callable[[], Any], mutex: threading.Lock):
+        self.name, self.fn = name, fn
+        self.cv = threading.Condition(mutex)
+        self.thread: threading.Thread | None = None
+        self.state = "new"  # waiting | running | blocked-db | done
+        self.pending: StepRecord | None = None
+        self.want_lock: Any = None  # the instrumented lock its pending step acquires
+        self.busy_at: int | None = None  # grant count when SQLite said busy (re-eligible after progress)
+        self.granted = False
+        self.in_step = False
+        self.deliver_busy = False
+        self.pg_pid: int | None = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+_local = threading.local()
+
+
+def current_agent() -> tuple["Controller", _Agent] | None:
+    """The controller and agent of the calling thread (None outside a controlled run)."""
+    return getattr(_local, "agent", None)
+
+
+class Controller:
+    """Grants agents' storage calls one at a time (see the module docstring).
+
+    The decision of who goes next is taken by whichever thread makes the last live agent stop
+    (usually the agent that just reached its next call, under the shared mutex), so continuing
+    the same agent costs no thread switch. The caller's thread only starts the run, watches for
+    PostgreSQL waits and hung agents, and collects the result.
+    """
+
+    def __init__(self, chooser: Chooser, *, step_limit_s: float = STEP_LIMIT_S, pg_observer=None):
+        self.chooser, self.step_limit_s = chooser, step_limit_s
+        self.pg_observer = pg_observer  # a psycopg connection, when agents talk to PostgreSQL
+        self._mutex = threading.Lock()
+        self._cv = threading.Condition(self._mutex)  # the caller's thread waits here; agents on their own
+        self._agents: dict[str, _Agent] = {}
+        self.grants: list[str] = []
+        self.steps: list[StepRecord] = []
+        self._last: str | None = None
+        self._holder: _Agent | None = None  # the one agent allowed to run Python code
+        self._failure: BaseException | None = None
+        self._finished = False
+        self.pg_pids: set[int] = set()  # backends of every PostgreSQL connection the agents opened
+
+    # -- called from agent threads (through the hooks) ----------------------------------------
+    def step(self, kind: str, detail: str, fn: Callable[[], Any], *, lock=None,
+             busy: Callable[[BaseException], bool] | None = None, pg_pid: int | None = None) -> Any:
+        """Wait for the grant, perform ``fn`` (the real call), and record it."""
+        me = current_agent()
+        if me is None or me[0] is not self or me[1].in_step:
+            return fn()  # not an agent, or a driver call made inside a step (one storage call, one step)
+        _, agent = me
+        rec = StepRecord(-1, agent.name, kind, detail)
+        with self._mutex:
+            if pg_pid is not None:
+                self.pg_pids.add(pg_pid)
+            agent.pending, agent.want_lock = rec, lock
+            self._stop_and_wait(agent)
+        while True:
+            agent.pg_pid = pg_pid
+            agent.in_step = True
+            try:
+                result = fn()
+            except BaseException as e:
+                agent.in_step = False
+                if busy is not None and busy(e):
+                    rec.status, rec.blocked = "busy", True
+                    with self._mutex:
+                        if rec.waited_from is None:
+                            rec.waited_from = rec.seq
+                        agent.busy_at, agent.deliver_busy = len(self.grants), False
+                        self._stop_and_wait(agent)
+                        agent.busy_at = None
+                        if agent.deliver_busy:
+                            rec.status = "error"
+                            rec.error = "SQLITE_BUSY (every agent blocked: the busy timeout ran out)"
+                            rec.completed = len(self.grants) - 1
+                            raise
+                    continue
+                rec.status, rec.error = "error", f"{type(e).__name__}: {e}"
+                self._completed(agent, rec)
+                raise
+            agent.in_step = False
+            rec.status = "ok"
+            self._completed(agent, rec)
+            return result
+
+    def _stop_and_wait(self, agent: _Agent) -> None:
+        """Mutex held. ``agent`` stops at its pending step; decide who runs; wait for our grant."""
+        agent.state, agent.granted = "waiting", False
+        if self._holder is agent:
+            self._holder = None
+        if self._holder is None:
+            self._decide()
+        while not agent.granted and self._failure is None:
+            agent.cv.wait()
+        if self._failure is not None and not agent.granted:
+            raise _Abandoned()
+
+    def _completed(self, agent: _Agent, rec: StepRecord) -> None:
+        with self._mutex:
+            rec.completed = len(self.grants) - 1
+            agent.pg_pid = None
+            if agent.state == "blocked-db":  # a PostgreSQL wait ended: run on only when granted
+                rec.blocked = True
+                agent.pending, agent.want_lock = StepRecord(-1, agent.name, "resume", rec.detail), None
+                self._stop_and_wait(agent)
+
+    def lock_released(self) -> None:
+        """Eligibility is re-evaluated at the next decision; nothing to do now."""
+
+    # -- decisions (mutex held, nobody holding the baton) --------------------------------------
+    def _eligible(self, a: _Agent) -> bool:
+        if a.state != "waiting":
+            return False
+        if a.busy_at is not None and a.busy_at >= len(self.grants):
+            return False  # SQLITE_BUSY: nobody has moved since
+        if a.want_lock is not None and not a.want_lock.available_to(a.name):
+            if a.pending is not None and a.pending.waited_from is None:
+                a.pending.waited_from, a.pending.blocked = len(self.grants), True
+            return False
+        return True
+
+    def _decide(self) -> None:
+        if self._failure is not None or self._holder is not None:
+            return
+        agents = list(self._agents.values())
+        if any(a.state in ("new", "running") for a in agents):
+            return  # not everyone has stopped yet (start-up)
+        live = [a for a in agents if a.state != "done"]
+        if not live:
+            self._finished = True
+            self._cv.notify()
+            return
+        eligible = [a.name for a in live if self._eligible(a)]
+        try:
+            if not eligible:
+                busy = [a.name for a in live if a.state == "waiting" and a.busy_at is not None]
+                if busy:  # a SQLite deadlock: someone's busy timeout runs out
+                    victim = self._agents[self.chooser.victim(busy)]
+                    victim.deliver_busy = True
+                    self._grant(victim)
+                    return
+                if any(a.state == "blocked-db" for a in live):
+                    return  # the database will wake one of them (or break the deadlock)
+                waits = "; ".join(f"{a.name} waits for {a.pending.detail if a.pending else '?'}" for a in live)
+                raise EngineHung(f"no agent can take a step (a lock cycle among the engine's own locks): {waits}",
+                                 fix="the engine deadlocks itself on this schedule; report it as a finding")
+            self._grant(self._agents[self.chooser.choose(eligible, self._last)])
+        except BaseException as e:
+            self._fail(e)
+
+    def _grant(self, a: _Agent) -> None:
+        rec = a.pending
+        if rec.seq < 0:  # a re-issue after SQLITE_BUSY keeps the step's first position
+            rec.seq = len(self.grants)
+            if rec.kind != "resume":
+                self.steps.append(rec)
+        self.grants.append(a.name)
+        self._last = a.name
+        self._holder = a
+        a.granted, a.state = True, "running"
+        a.cv.notify()
+
+    def _fail(self, e: BaseException) -> None:
+        if self._failure is None:
+            self._failure = e
+        self._cv.notify()
+        for a in self._agents.values():
+            a.cv.notify()
+
+    # -- the caller's thread -------------------------------------------------------------------
+    def run(self, agents: dict[str, Callable[[], Any]]) -> RunTrace:
+        t0 = time.perf_counter()
+        for name, fn in agents.items():
+            self._agents[name] = _Agent(name, fn, self._mutex)
+        for a in self._agents.values():
+            a.thread = threading.Thread(target=self._agent_main, args=(a,), name=f"toki-agent-{a.name}", daemon=True)
+            a.thread.start()
+        try:
+            self._watch()
+        finally:
+            with self._mutex:
+                if not self._finished and self._failure is None:
+                    self._failure = _Abandoned()
+                for a in self._agents.values():
+                    a.cv.notify()
+        if self._failure is not None and not isinstance(self._failure, _Abandoned):
+            raise self._failure
+        results = {a.name: a.result for a in self._agents.values() if a.error is None}
+        errors = {a.name: a.error for a in self._agents.values() if a.error is not None}
+        return RunTrace(self.grants, self.steps, results, errors, time.perf_counter() - t0)
+
+    def _watch(self) -> None:
+        """Wait for the end; meanwhile spot PostgreSQL waits and agents that hang."""
+        progress, since = -1, time.perf_counter()
+        with self._mutex:
+            while not self._finished and self._failure is None:
+                h = self._holder
+                pg = h is not None and h.in_step and h.pg_pid is not None and self.pg_observer is not None
+                self._cv.wait(_PG_POLL_S if pg else 0.25)
+                if self._finished or self._failure is not None:
+                    return
+                if len(self.grants) != progress:
+                    progress, since = len(self.grants), time.perf_counter()
+                h = self._holder
+                if h is not None and h.in_step and h.pg_pid is not None and self.pg_observer is not None:
+                    pid = h.pg_pid
+                    self._mutex.release()
+                    try:
+                        blocked = self._pg_blocked(pid)
+                    finally:
+                        self._mutex.acquire()
+                    if blocked and self._holder is h and h.in_step and h.pg_pid == pid:
+                        h.state, self._holder = "blocked-db", None
+                        self._decide()
+                        continue
+                if time.perf_counter() - since > self.step_limit_s:
+                    who = h or next((a for a in self._agents.values() if a.state == "blocked-db"), None)
+                    what = who.pending.detail if who is not None and who.pending else "?"
+                    self._failure = EngineHung(
+                        f"agent {who.name if who else '?'} neither finished nor reached its next storage call within "
+                        f"{self.step_limit_s:g} s (last call: {what})",
+                        fix="the engine hangs here; raise the step limit if it is only slow")
+                    return
+
+    def _pg_blocked(self, pid: int) -> bool:
+        from toki.backends.postgres import blocked_pids
+
+        return blocked_pids(self.pg_observer, pid, sorted(p for p in self.pg_pids if p != pid))
+
+    def _agent_main(self, a: _Agent) -> None:
+        _local.agent = (self, a)
+        try:
+            with self._mutex:
+                a.pending = StepRecord(-1, a.name, "start", a.fn.__name__)
+                self._stop_and_wait(a)
+                a.pending.completed = a.pending.seq
+            a.result = a.fn()
+        except _Abandoned as e:
+            a.error = e
+        except BaseException as e:  # the engine's own error is an outcome, not a harness failure
+            a.error = e
+        finally:
+            _local.agent = None
+            with self._mutex:
+                a.state = "done"
+                if self._holder is a:
+                    self._holder = None
+                self._decide()
+                self._cv.notify()

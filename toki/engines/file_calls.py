@@ -1,0 +1,129 @@
+"""File writes of file-backed engines, intercepted at the standard library.
+
+While the hook is installed, ``open`` (``builtins.open`` and ``io.open``), ``os.replace``,
+``os.rename``, ``os.fsync`` and ``os.truncate`` are steps for agent threads. Opening for
+writing is a step of its own because ``"w"`` truncates at once: another agent can read the
+empty file before the writer writes. A file object's ``read``, ``write`` with ``flush``/``close``
+(when buffered bytes reach the operating system) and ``truncate`` are steps too; a ``write``
+that only fills Python's buffer is not, because no other agent can see it.
+Only paths under the trial's storage location are intercepted.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import io
+import os
+from pathlib import Path
+
+from toki.engines.controller import current_agent
+
+_real_open = builtins.open
+
+
+class ControlledFile:
+    def __init__(self, f, label: str, writing: bool):
+        self._f, self._label, self._writing = f, label, writing
+        self._dirty = False
+
+    def _step(self, kind: str, detail: str, fn):
+        me = current_agent()
+        if me is None:
+            return fn()
+        return me[0].step(kind, detail, fn)
+
+    def read(self, *a):
+        return self._step("file-read", f"read {self._label}", lambda: self._f.read(*a))
+
+    def readline(self, *a):
+        return self._step("file-read", f"readline {self._label}", lambda: self._f.readline(*a))
+
+    def readlines(self, *a):
+        return self._step("file-read", f"readlines {self._label}", lambda: self._f.readlines(*a))
+
+    def __iter__(self):
+        return iter(self.readlines())
+
+    def write(self, data):
+        self._dirty = True
+        return self._f.write(data)
+
+    def writelines(self, lines):
+        self._dirty = True
+        return self._f.writelines(lines)
+
+    def flush(self):
+        if not self._dirty:
+            return self._f.flush()
+        self._dirty = False
+        return self._step("file-write", f"write {self._label}", self._f.flush)
+
+    def truncate(self, *a):
+        return self._step("file-write", f"truncate {self._label}", lambda: self._f.truncate(*a))
+
+    def close(self):
+        if self._f.closed:
+            return None
+        if self._dirty:
+            self._dirty = False
+            return self._step("file-write", f"write+close {self._label}", self._f.close)
+        return self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+class FileHook:
+    def __init__(self, root: Path):
+        self.root = Path(root).resolve()
+
+    def _mine(self, path) -> str | None:
+        try:
+            p = Path(os.fsdecode(path)).resolve()
+        except (TypeError, ValueError):
+            return None
+        try:
+            return str(p.relative_to(self.root))
+        except ValueError:
+            return None
+
+    def open(self, file, mode="r", *args, **kwargs):
+        me = current_agent()
+        label = self._mine(file) if me is not None and not isinstance(file, int) else None
+        if label is None:
+            return _real_open(file, mode, *args, **kwargs)
+        writing = any(c in mode for c in "wax+")
+        kind = "file-open-w" if "w" in mode else ("file-open-a" if writing else "file-open")
+        f = me[0].step(kind, f"open({label!r}, {mode!r})", lambda: _real_open(file, mode, *args, **kwargs))
+        return ControlledFile(f, label, writing)
+
+    def _os(self, name: str, orig, kind: str):
+        def call(*args, **kwargs):
+            me = current_agent()
+            labels = [self._mine(a) for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
+            if me is None or not any(labels):
+                return orig(*args, **kwargs)
+            return me[0].step(kind, f"{name}({', '.join(repr(x) for x in labels if x)})",
+                              lambda: orig(*args, **kwargs))
+        return call
+
+    @contextlib.contextmanager
+    def installed(self):
+        saved = {"open": builtins.open, "io_open": io.open, "replace": os.replace, "rename": os.rename,
+                 "truncate": os.truncate}
+        builtins.open = io.open = self.open
+        os.replace = self._os("replace", saved["replace"], "file-rename")
+        os.rename = self._os("rename", saved["rename"], "file-rename")
+        os.truncate = self._os("truncate", saved["truncate"], "file-write")
+        try:
+            yield
+        finally:
+            builtins.open, io.open = saved["open"], saved["io_open"]
+            os.replace, os.rename, os.truncate = saved["replace"], saved["rename"], saved["truncate"]

@@ -1,0 +1,70 @@
+"""Python locks an engine takes around its storage, made visible to the controller.
+
+An engine that guards its store with a ``threading.Lock``/``RLock`` is handed an
+:class:`InstrumentedLock` in its place (by the engine's wiring in ``toki.engines``, never by
+editing the engine). Acquiring it is a step; an agent whose acquisition would wait for another
+agent is not eligible until the holder releases, so waiting on a lock is detected without
+sleeping. Re-entrant acquisitions by the holder are not steps: they change nothing another agent
+can see.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from toki.engines.controller import current_agent
+
+
+class InstrumentedLock:
+    def __init__(self, name: str, *, reentrant: bool = True):
+        self.name, self.reentrant = name, reentrant
+        self._real = threading.RLock() if reentrant else threading.Lock()
+        self.owner: str | None = None
+        self.count = 0
+
+    def _who(self) -> str:
+        me = current_agent()
+        return me[1].name if me else f"thread:{threading.get_ident()}"
+
+    def available_to(self, who: str) -> bool:
+        return self.owner is None or (self.reentrant and self.owner == who)
+
+    def _take(self) -> bool:
+        self._real.acquire()
+        self.owner, self.count = self._who(), self.count + 1
+        return True
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        me = current_agent()
+        who = self._who()
+        if me is None:
+            ok = self._real.acquire(blocking, timeout)
+            if ok:
+                self.owner, self.count = who, self.count + 1
+            return ok
+        if self.reentrant and self.owner == who:
+            return self._take()
+        ctl, _ = me
+        if not blocking and not self.available_to(who):
+            return False
+        return ctl.step("lock", f"acquire {self.name}", self._take, lock=self)
+
+    def release(self) -> None:
+        self.count -= 1
+        if self.count == 0:
+            self.owner = None
+        self._real.release()
+        me = current_agent()
+        if me is not None and self.count == 0:
+            me[0].lock_released()
+
+    def locked(self) -> bool:
+        return self.owner is not None
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"<InstrumentedLock {self.name} owner={self.owner} count={self.count}>"

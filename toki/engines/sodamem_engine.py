@@ -1,0 +1,350 @@
+"""SodaMem (PyPI ``sodamem``), real and unmodified, offline.
+
+SodaMem keeps one SQLite file per store (``SodaMem.open(data_dir)`` opens
+``data_dir/memory.db``) behind one sqlite3 connection guarded by a ``threading.RLock``; each
+Store method commits on its own. Its ingest maintainer (``GraphMaintainer.maintain``) reads the
+user's facts, decides duplicate / contradiction / supersession in Python, upserts each
+superseded loser, then upserts the new fact: no transaction spans the read and the writes.
+
+What toki plugs in, all through SodaMem's own extension points:
+- an embedder (any object with ``embed(texts)``): :class:`HashEmbedder`, deterministic;
+- an extractor (any object with ``extract_session(spans, user_id=, session_date=)``):
+  :class:`ScriptedExtractor`, which plays the LLM's part by returning, for each turn text,
+  the ``FactEvent`` a model would have extracted, with ids and times derived from the input;
+- the store's RLock is replaced by an instrumented lock (:mod:`toki.engines.locks`) so that
+  waiting for it is seen by the controller.
+Agents call the public API (``SodaMem.ingest``, ``Store.supersede_fact_event``,
+``archive_fact_event``, ``delete_fact_event``); the state is read back with
+``get_all_fact_events`` and ``get_fact_edges``.
+
+``sodamem-fixed`` is the same engine with the smallest wrapper change that makes ingest
+serializable: each agent's call runs inside one ``BEGIN IMMEDIATE`` transaction on the store's
+connection (SodaMem's per-method commits are held until the call ends) while holding the store's
+own lock, so the maintainer's candidate read and its writes are one atomic unit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from toki.engines.engine import Detector, Scenario
+from toki.engines.locks import InstrumentedLock
+from toki.errors import ConfigError
+
+USER = "alice"
+DIM = 16
+
+
+def _require():
+    try:
+        import sodamem  # noqa: F401
+    except ImportError:
+        raise ConfigError("SodaMem is not installed", fix="pip install 'toki[engines]' (or pip install sodamem)") from None
+    import sodamem
+
+    return sodamem
+
+
+def _ts(day: str) -> float:
+    return datetime.fromisoformat(day).replace(tzinfo=timezone.utc).timestamp()
+
+
+class HashEmbedder:
+    """Deterministic unit vectors from a hash of the text: stable across runs and processes."""
+
+    def embed(self, texts):
+        out = []
+        for t in texts:
+            h = hashlib.sha256(str(t).encode()).digest()
+            v = [(b - 127.5) for b in h[:DIM]]
+            n = math.sqrt(sum(x * x for x in v)) or 1.0
+            out.append([x / n for x in v])
+        return out
+
+
+# What the stand-in LLM extracts from each utterance: (kind, modality, predicate, object, valid_from, cue).
+CLAIMS: dict[str, dict] = {
+    "I live in Berlin.": dict(kind="state", modality="current_state", predicate="lives_in", obj="Berlin",
+                              valid_from="2026-01-01"),
+    "I moved to Rome.": dict(kind="state", modality="current_state", predicate="lives_in", obj="Rome",
+                             valid_from="2026-03-01"),
+    "I moved to Paris.": dict(kind="state", modality="current_state", predicate="lives_in", obj="Paris",
+                              valid_from="2026-05-01"),
+    "I prefer tea.": dict(kind="preference", modality="preference", predicate="prefers_drink", obj="tea",
+                          valid_from="2026-01-01"),
+    "I now prefer coffee instead.": dict(kind="preference", modality="preference", predicate="prefers_drink",
+                                         obj="coffee", valid_from="2026-03-01"),
+    "I currently prefer mate.": dict(kind="preference", modality="preference", predicate="prefers_drink",
+                                     obj="mate", valid_from="2026-05-01"),
+    "I like juice.": dict(kind="preference", modality="preference", predicate="prefers_drink", obj="juice",
+                          valid_from="2026-03-01"),
+    "I like cocoa.": dict(kind="preference", modality="preference", predicate="prefers_drink", obj="cocoa",
+                          valid_from="2026-05-01"),
+    "You live in Lisbon.": dict(kind="state", modality="current_state", predicate="lives_in", obj="Lisbon",
+                                valid_from="2026-04-01"),
+}
+
+
+class ScriptedExtractor:
+    """SodaMem's extractor port with a deterministic stand-in for the LLM behind it."""
+
+    split_events = deepest_split = split_exhausted = high_budget_recovered = 0
+
+    def usage_summary(self) -> dict:
+        return {}  # no tokens spent: the stand-in is not a model
+
+    def extract_session(self, spans, *, user_id: str, session_date: str = ""):
+        from sodamem.models import FactEvent, FactKind, Modality, SourceType
+
+        facts = []
+        for span in spans:
+            claim = CLAIMS.get(span.text.strip())
+            if claim is None:
+                raise ConfigError(f"the scripted extractor has no extraction for {span.text!r}",
+                                  fix="add it to toki.engines.sodamem_engine.CLAIMS")
+            fid = "fact_" + hashlib.sha256(f"{span.span_id}|{span.text}".encode()).hexdigest()[:12]
+            vf = _ts(claim["valid_from"])
+            facts.append(FactEvent(
+                user_id=user_id, kind=FactKind(claim["kind"]), source_span_ids=[span.span_id], fact_id=fid,
+                predicate_raw=claim["predicate"].replace("_", " "), predicate_canonical=claim["predicate"],
+                event_type=claim["predicate"], object_entity_ids=[claim["obj"].lower()],
+                modality=Modality(claim["modality"]), valid_from=vf, document_time=vf,
+                source_type=SourceType.EXPLICIT_TEXT, confidence=0.9,
+                metadata={"support_text": span.text, "entity_roles": {"subject": "user", "value": claim["obj"]}},
+                created_at=vf))
+        return facts
+
+
+# -- the engine -------------------------------------------------------------------------------
+
+class SodaMemEngine:
+    executed = "real"
+
+    def __init__(self, *, fixed: bool = False):
+        self.fixed = fixed
+        self.name = "sodamem-fixed" if fixed else "sodamem"
+        self.scenarios = _scenarios(self)
+
+    @property
+    def version(self) -> str:
+        return _require().__version__
+
+    @property
+    def description(self) -> str:
+        if self.fixed:
+            return ("SodaMem with each agent call inside one BEGIN IMMEDIATE transaction under the store lock "
+                    "(the smallest wrapper fix)")
+        return "SodaMem, its unmodified code (SQLite store, ingest maintainer, PATCH supersede)"
+
+    def open(self, location: Path):
+        sodamem = _require()
+        return sodamem.SodaMem.open(Path(location), embedder=HashEmbedder(), extractor=ScriptedExtractor(),
+                                    prompts={"extract_system": "toki scripted extractor"})
+
+    def prepare(self, mem, controller) -> None:
+        """Hand the store an instrumented lock in place of its RLock (and its rules sub-store too)."""
+        store = mem.store
+        lock = InstrumentedLock(f"Store._lock#{id(store) % 1000:03d}")
+        store._lock = lock
+        rules = getattr(store, "entity_rules", None)
+        if rules is not None and hasattr(rules, "_lock"):
+            rules._lock = lock
+
+    def close(self, mem) -> None:
+        mem.close()
+
+    def state(self, mem) -> dict:
+        store = mem.store
+        facts = []
+        for f in store.get_all_fact_events(USER, active_only=False):
+            prov = f.provenance if isinstance(f.provenance, dict) else {}
+            facts.append({"object": (f.object_entity_ids or [""])[0], "predicate": f.predicate_canonical,
+                          "status": getattr(f.status, "value", f.status), "valid_until": f.valid_until,
+                          "superseded_by": _obj_of(store, prov.get("superseded_by_fact_id")),
+                          "merged": len(prov.get("merged_fact_ids", []))})
+        edges = sorted({(_obj_of(store, e.src_fact_id), _obj_of(store, e.dst_id), getattr(e.edge_type, "value",
+                                                                                          e.edge_type))
+                        for e in store.get_fact_edges(USER)})
+        facts.sort(key=lambda d: (d["predicate"], d["object"], d["status"]))
+        return {"facts": facts, "edges": [list(e) for e in edges]}
+
+    # -- what one agent does ------------------------------------------------------------------
+    def run_call(self, mem, what: tuple) -> Any:
+        if not self.fixed:
+            return _perform(mem, what)
+        store = mem.store
+        conn = store._conn
+        with store._lock:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.hold_commits = 1
+            try:
+                result = _perform(mem, what)
+            except BaseException:
+                conn.hold_commits = 0
+                conn.rollback()
+                raise
+            conn.hold_commits = 0
+            conn.commit()
+            return result
+
+
+def _obj_of(store, fact_id):
+    if not fact_id:
+        return None
+    f = store.get_fact_event(fact_id)
+    if f is not None:
+        return (f.object_entity_ids or [fact_id])[0]
+    return f"<deleted {fact_id}>" if str(fact_id).startswith("fact_") else fact_id  # entities, spans: stable ids
+
+
+def _session(text: str) -> str:
+    return "s_" + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def _ingest(mem, text: str, role: str = "user"):
+    day = CLAIMS[text]["valid_from"]
+    return mem.ingest([{"role": role, "content": text}], user_id=USER, session_id=_session(text),
+                      session_time=f"{day}T12:00:00")
+
+
+def _fact_id_of(mem, obj: str) -> str:
+    for f in mem.store.get_all_fact_events(USER, active_only=False):
+        if (f.object_entity_ids or [""])[0] == obj.lower():
+            return f.fact_id
+    raise LookupError(f"no fact about {obj}")
+
+
+def _perform(mem, what: tuple):
+    op, *args = what
+    if op == "ingest":
+        r = _ingest(mem, *args)
+        return {"facts": r.counts.get("fact_events")}
+    if op == "ingest_assistant":
+        r = _ingest(mem, args[0], role="assistant")
+        return {"facts": r.counts.get("fact_events")}
+    if op == "supersede":
+        loser, winner = (_fact_id_of(mem, x) for x in args)
+        return mem.store.supersede_fact_event(loser, winner, user_id=USER)["superseded"]
+    if op == "archive":
+        return mem.store.archive_fact_event(_fact_id_of(mem, args[0]), user_id=USER)["deleted"]
+    if op == "delete":
+        return mem.store.delete_fact_event(_fact_id_of(mem, args[0]), user_id=USER).get("deleted")
+    raise ConfigError(f"unknown SodaMem call {op!r}", fix="use ingest, supersede, archive or delete")
+
+
+# -- detectors on SodaMem's own state ----------------------------------------------------------
+
+def _active(state, predicate):
+    return sorted(f["object"] for f in state["facts"] if f["predicate"] == predicate and f["status"] == "active")
+
+
+def several_current(predicate: str) -> Detector:
+    def check(state, errors):
+        act = _active(state, predicate)
+        return [f"slot (alice, {predicate}) has {len(act)} current values {act}"] if len(act) > 1 else []
+    return Detector("double-supersede", check)
+
+
+def no_current(predicate: str) -> Detector:
+    def check(state, errors):
+        return [] if _active(state, predicate) else [f"slot (alice, {predicate}) has no current value"]
+    return Detector("lost-update", check)
+
+
+def lost_write(kind: str) -> Detector:
+    """A supersede's provenance or closing time that is not the one any serial order leaves."""
+    def check(state, errors):
+        out = []
+        sup = [f for f in state["facts"] if f["status"] == "superseded"]
+        winners = {e[1]: [] for e in state["edges"]}
+        for src, dst, typ in state["edges"]:
+            if typ == "SUPERSEDES":
+                winners.setdefault(dst, []).append(src)
+        for f in sup:
+            ws = winners.get(f["object"], [])
+            if len(ws) > 1:
+                out.append(f"{f['object']} was superseded by {len(ws)} writers {sorted(ws)}; its row records only "
+                           f"{f['superseded_by']}, closed at {f['valid_until']}: one writer's update was lost")
+        return out
+    return Detector(kind, check)
+
+
+def resurrected(obj: str) -> Detector:
+    def check(state, errors):
+        hit = [f for f in state["facts"] if f["object"] == obj.lower()]
+        dangling = [e for e in state["edges"] if str(e[1]).startswith("<deleted")]
+        out = []
+        if hit and errors == {}:
+            out.append(f"{obj} was deleted and is back ({hit[0]['status']}): a concurrent supersede wrote its stale "
+                       "copy over the delete")
+        out.extend(f"edge {e} points at a deleted fact" for e in dangling)
+        return out
+    return Detector("lost-delete", check)
+
+
+_PREFS = ("I prefer tea.", "I like juice.", "I like cocoa.")
+
+
+def _scenarios(engine: SodaMemEngine) -> dict[str, Scenario]:
+    def ingest_setup(*texts):
+        def setup(mem):
+            for t in texts:
+                _ingest(mem, t)
+        return setup
+
+    def calls(plan: dict[str, tuple]):
+        def call(mem, agent):
+            return engine.run_call(mem, plan[agent])
+        return call
+
+    move = {"A": ("ingest", "I moved to Rome."), "B": ("ingest", "I moved to Paris.")}
+    sc = [
+        Scenario("double-supersede", "two stores on one file; each agent ingests a contradicting current-state fact "
+                 "of the slot lives_in (Berlin is current): serially the later one (Paris) is the only current value",
+                 ("A", "B"), calls(move), ingest_setup("I live in Berlin."), False,
+                 (several_current("lives_in"), lost_write("lost-update")), ("double-supersede",)),
+        Scenario("double-supersede-shared", "the same two ingests through one store shared by two threads "
+                 "(its RLock guards each method, not the maintainer's read-then-write)",
+                 ("A", "B"), calls(move), ingest_setup("I live in Berlin."), True,
+                 (several_current("lives_in"), lost_write("lost-update")), ("double-supersede",)),
+        Scenario("preference-cue", "two preference updates with an update cue (now/instead, currently) over "
+                 "'I prefer tea': supersession applies, as for current state",
+                 ("A", "B"), calls({"A": ("ingest", "I now prefer coffee instead."),
+                                    "B": ("ingest", "I currently prefer mate.")}),
+                 ingest_setup("I prefer tea."), False, (several_current("prefers_drink"),), ("double-supersede",)),
+        Scenario("preference-no-cue", "two preferences without an update cue: SodaMem keeps every one current by "
+                 "design, in every order (a control: nothing to find)",
+                 ("A", "B"), calls({"A": ("ingest", "I like juice."), "B": ("ingest", "I like cocoa.")}),
+                 ingest_setup("I prefer tea."), False, (), ()),
+        Scenario("assistant-vs-user", "a user's move (Rome) and an assistant-authored claim (Lisbon) on the same "
+                 "slot: assistant facts never supersede user facts",
+                 ("A", "B"), calls({"A": ("ingest", "I moved to Rome."), "B": ("ingest_assistant", "You live in Lisbon.")}),
+                 ingest_setup("I live in Berlin."), False, (several_current("lives_in"),), ("double-supersede",)),
+        Scenario("patch-supersede", "two PATCH calls (Store.supersede_fact_event) close 'tea' in favour of "
+                 "'juice' and of 'cocoa' (three preferences without a cue, all current): each reads the loser, "
+                 "then writes its whole row back",
+                 ("A", "B"), calls({"A": ("supersede", "tea", "juice"), "B": ("supersede", "tea", "cocoa")}),
+                 ingest_setup(*_PREFS), False,
+                 (lost_write("lost-update"),), ("lost-update",)),
+        Scenario("archive-vs-supersede", "one agent archives 'tea' while another PATCH-supersedes it with 'juice'",
+                 ("A", "B"), calls({"A": ("archive", "tea"), "B": ("supersede", "tea", "juice")}),
+                 ingest_setup(*_PREFS), False, (), ("lost-update",)),
+        Scenario("delete-vs-supersede", "one agent purges 'tea' (delete_fact_event) while another "
+                 "PATCH-supersedes it with 'juice': the supersede writes back the row it read",
+                 ("A", "B"), calls({"A": ("delete", "tea"), "B": ("supersede", "tea", "juice")}),
+                 ingest_setup(*_PREFS), False, (resurrected("tea"),),
+                 ("lost-delete",)),
+    ]
+    return {s.name: s for s in sc}
+
+
+def sodamem() -> SodaMemEngine:
+    return SodaMemEngine()
+
+
+def sodamem_fixed() -> SodaMemEngine:
+    return SodaMemEngine(fixed=True)

@@ -1,0 +1,91 @@
+"""sqlite3, intercepted at the driver: every connection opened while the hook is installed is a
+:class:`ControlledConnection` (``sqlite3.connect(..., factory=...)``), so the engine keeps a real
+``sqlite3.Connection`` and its own code runs unchanged.
+
+Connections get a busy timeout of 0: a statement that needs a lock another connection holds
+fails at once with SQLITE_BUSY, which the controller reads as "blocked" and re-issues once
+another agent has moved (a deterministic busy handler), instead of SQLite sleeping and retrying.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+from toki.backends.sqlite import is_busy
+from toki.engines.controller import current_agent
+
+_WS = re.compile(r"\s+")
+_original_connect = sqlite3.connect
+
+
+def describe_sql(sql: str, limit: int = 120) -> str:
+    text = _WS.sub(" ", str(sql)).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def sql_kind(sql: str) -> str:
+    head = str(sql).lstrip().split(None, 1)[0].lower() if str(sql).strip() else ""
+    if head in ("select", "with", "pragma", "explain"):
+        return "read"
+    if head in ("begin", "commit", "end", "rollback", "savepoint", "release"):
+        return "txn"
+    return "write"
+
+
+def _step(kind: str, detail: str, fn):
+    me = current_agent()
+    if me is None:
+        return fn()
+    return me[0].step(kind, detail, fn, busy=is_busy)
+
+
+class ControlledCursor(sqlite3.Cursor):
+    def execute(self, sql, parameters=(), /):
+        return _step("sql-" + sql_kind(sql), describe_sql(sql), lambda: super(ControlledCursor, self).execute(sql, parameters))
+
+    def executemany(self, sql, seq_of_parameters, /):
+        rows = list(seq_of_parameters)
+        return _step("sql-write", describe_sql(sql) + f" ×{len(rows)}",
+                     lambda: super(ControlledCursor, self).executemany(sql, rows))
+
+    def executescript(self, script, /):
+        return _step("sql-script", describe_sql(script), lambda: super(ControlledCursor, self).executescript(script))
+
+
+class ControlledConnection(sqlite3.Connection):
+    def cursor(self, factory=ControlledCursor):
+        return super().cursor(factory)
+
+    def execute(self, sql, parameters=(), /):
+        return _step("sql-" + sql_kind(sql), describe_sql(sql), lambda: super(ControlledConnection, self).execute(sql, parameters))
+
+    def executemany(self, sql, seq_of_parameters, /):
+        rows = list(seq_of_parameters)
+        return _step("sql-write", describe_sql(sql) + f" ×{len(rows)}",
+                     lambda: super(ControlledConnection, self).executemany(sql, rows))
+
+    def executescript(self, script, /):
+        return _step("sql-script", describe_sql(script), lambda: super(ControlledConnection, self).executescript(script))
+
+    def commit(self):
+        hold = getattr(self, "hold_commits", 0)
+        if hold:
+            return None  # a wrapper holds one transaction open across the engine's own commits
+        return _step("sql-commit", "commit", super().commit)
+
+    def rollback(self):
+        return _step("sql-txn", "rollback", super().rollback)
+
+
+def controlled_connect(database, *args, **kwargs):
+    """``sqlite3.connect`` as installed by the hook: a controlled connection, busy timeout 0."""
+    factory = kwargs.pop("factory", None)
+    if factory is not None and factory is not sqlite3.Connection and not issubclass(factory, ControlledConnection):
+        factory = type("Controlled" + factory.__name__, (ControlledConnection, factory), {})
+    kwargs["factory"] = factory or ControlledConnection
+    if args:  # positional timeout is the first optional argument
+        args = (0,) + tuple(args[1:])
+    else:
+        kwargs["timeout"] = 0
+    return _original_connect(database, *args, **kwargs)

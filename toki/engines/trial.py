@@ -1,0 +1,187 @@
+"""One run of a scenario under a chooser, and the serial outcomes it is compared with.
+
+A trial opens fresh storage, seeds it, starts one agent thread per scenario agent with the
+storage hooks installed, lets the controller grant their storage calls, then reads the state
+back through the engine's public API. An *outcome* is that state plus which agents failed and
+how; an anomaly is an outcome that no serial order of the same calls produces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toki.engines import file_calls, pg_calls, sqlite_calls
+from toki.engines.controller import STEP_LIMIT_S, Chooser, Controller, RunTrace, SerialChooser
+from toki.engines.engine import Engine, Scenario
+from toki.errors import ConfigError
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass
+class Outcome:
+    state: Any
+    errors: dict[str, str]
+
+    @property
+    def key(self) -> str:
+        return canonical({"state": self.state, "errors": self.errors})
+
+
+@dataclass
+class TrialResult:
+    trace: RunTrace
+    outcome: Outcome
+    anomalies: list[str] = field(default_factory=list)  # named findings (empty when serializable)
+    serializable: bool = True
+
+
+@contextlib.contextmanager
+def hooks_installed(location: Path):
+    """sqlite3, psycopg and file calls of agent threads become steps (other threads unchanged)."""
+    import sqlite3
+
+    saved = sqlite3.connect
+    sqlite3.connect = sqlite_calls.controlled_connect
+    try:
+        with pg_calls.installed(), file_calls.FileHook(location).installed():
+            yield
+    finally:
+        sqlite3.connect = saved
+
+
+class TrialRunner:
+    """Runs trials of one engine's scenario; keeps a scratch directory per trial."""
+
+    def __init__(self, engine: Engine, scenario: str | Scenario, *, step_limit_s: float = STEP_LIMIT_S,
+                 pg_observer=None, workdir: Path | None = None):
+        self.engine = engine
+        if isinstance(scenario, str):
+            if scenario not in engine.scenarios:
+                raise ConfigError(f"engine {engine.name} has no scenario {scenario!r}",
+                                  fix="choose one of " + ", ".join(engine.scenarios))
+            scenario = engine.scenarios[scenario]
+        self.scenario: Scenario = scenario
+        self.step_limit_s, self.pg_observer = step_limit_s, pg_observer
+        self._own_dir = workdir is None
+        # Storage on tmpfs when there is one: engines commit and fsync on every call, and a trial's
+        # files live for milliseconds.
+        shm = Path("/dev/shm")
+        base = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="toki-engine-", dir=base))
+        self._template: Path | None = None
+        self._n = 0
+        self._serial: dict[str, list[str]] | None = None
+
+    def close(self) -> None:
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "TrialRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- one run ------------------------------------------------------------------------------
+    def run(self, chooser: Chooser) -> tuple[RunTrace, Outcome]:
+        self._n += 1
+        loc = self.workdir / f"t{self._n}"
+        if loc.exists():
+            shutil.rmtree(loc)
+        loc.mkdir(parents=True)
+        eng, sc = self.engine, self.scenario
+        ctl = Controller(chooser, step_limit_s=self.step_limit_s, pg_observer=self.pg_observer)
+        handles: list[Any] = []
+        try:
+            self._seed(loc)
+            with hooks_installed(loc):
+                if sc.shared:
+                    shared = eng.open(loc)
+                    handles.append(shared)
+                    per_agent = {a: shared for a in sc.agents}
+                else:
+                    per_agent = {a: eng.open(loc) for a in sc.agents}
+                    handles.extend(per_agent.values())
+                prepare = getattr(eng, "prepare", None)
+                if callable(prepare):
+                    for h in dict.fromkeys(map(id, handles)):
+                        prepare(next(x for x in handles if id(x) == h), ctl)
+                calls = {a: _bind(sc.call, per_agent[a], a) for a in sc.agents}
+                trace = ctl.run(calls)
+        finally:
+            for h in handles:
+                with contextlib.suppress(Exception):
+                    eng.close(h)
+        reader = eng.open(loc)
+        try:
+            state = eng.state(reader)
+        finally:
+            eng.close(reader)
+        shutil.rmtree(loc, ignore_errors=True)
+        return trace, Outcome(state, trace.outcome_errors())
+
+    def _seed(self, loc: Path) -> None:
+        """Run the scenario's setup; engines whose storage is their directory set up once and copy."""
+        eng, sc = self.engine, self.scenario
+        if sc.setup is None:
+            return
+        if not getattr(eng, "storage_in_location", True):
+            h = eng.open(loc)
+            try:
+                sc.setup(h)
+            finally:
+                eng.close(h)
+            return
+        if self._template is None:
+            tpl = self.workdir / "template"
+            shutil.rmtree(tpl, ignore_errors=True)
+            tpl.mkdir(parents=True)
+            h = eng.open(tpl)
+            try:
+                sc.setup(h)
+            finally:
+                eng.close(h)
+            self._template = tpl
+        shutil.rmtree(loc)
+        shutil.copytree(self._template, loc)
+
+    # -- serial orders and verdicts ----------------------------------------------------------
+    def serial_outcomes(self) -> dict[str, list[str]]:
+        """Outcome key -> the serial orders that produce it (every order of the agents)."""
+        if self._serial is None:
+            self._serial = {}
+            for order in itertools.permutations(self.scenario.agents):
+                _, out = self.run(SerialChooser(order))
+                self._serial.setdefault(out.key, []).append(" then ".join(order))
+        return self._serial
+
+    def trial(self, chooser: Chooser) -> TrialResult:
+        serial = self.serial_outcomes()
+        trace, out = self.run(chooser)
+        if out.key in serial:
+            return TrialResult(trace, out, [], True)
+        findings = []
+        for d in self.scenario.detectors:
+            findings.extend(f"{d.anomaly}: {msg}" for msg in d.check(out.state, out.errors))
+        if not findings:
+            findings.append("non-serializable: an outcome that no serial order of the same calls produces "
+                            f"(serial orders give {len(serial)} distinct outcome(s))")
+        return TrialResult(trace, out, findings, False)
+
+
+def _bind(call, handle, agent):
+    def agent_call():
+        return call(handle, agent)
+    agent_call.__name__ = f"{agent}"
+    return agent_call
