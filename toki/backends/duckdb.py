@@ -63,6 +63,9 @@ class DuckdbBackend:
         # cache), so each session is its own transaction context on the same data.
         return duckdb.connect(self.path)
 
+    def expectation_keys(self) -> tuple[str, ...]:
+        return ("duckdb",)
+
     def levels(self) -> tuple[Isolation, ...]:
         return (Isolation.SI,)
 

@@ -152,6 +152,12 @@ class MysqlBackend:
             return self.params["snapshot_isolation"]
         return self.info()["server_snapshot_isolation"]
 
+    def expectation_keys(self) -> tuple[str, ...]:
+        """Which ``[expect.KEY.LEVEL]`` tables of a schedule describe this server, most specific first."""
+        if self.snapshot_isolation:
+            return ("mariadb-snapshot",)  # a different REPEATABLE READ: the default tables do not apply
+        return ("mariadb", "mysql") if self.flavour == "mariadb" else ("mysql",)
+
     def levels(self) -> tuple[Isolation, ...]:
         return (Isolation.RU, Isolation.RC, Isolation.SI, Isolation.SR)
 

@@ -50,6 +50,9 @@ class PostgresBackend:
     def connect(self) -> psycopg.Connection:
         return psycopg.connect(self.dsn, autocommit=True)
 
+    def expectation_keys(self) -> tuple[str, ...]:
+        return ("postgresql",)
+
     def levels(self) -> tuple[Isolation, ...]:
         return (Isolation.RU, Isolation.RC, Isolation.SI, Isolation.SR)
 

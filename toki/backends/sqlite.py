@@ -84,6 +84,13 @@ class SqliteBackend:
             conn.execute(f"pragma journal_mode = {self.journal}")
         return conn
 
+    def expectation_keys(self) -> tuple[str, ...]:
+        """``sqlite`` (rollback journal, BEGIN DEFERRED), ``sqlite-wal``, ``sqlite-immediate``, ...:
+        where a statement waits, and what fails, depends on the journal and the begin mode."""
+        wal = "-wal" if (self.journal or "").lower() == "wal" else ""
+        mode = "" if self.begin_mode == "deferred" else f"-{self.begin_mode}"
+        return (f"sqlite{wal}{mode}",)
+
     def levels(self) -> tuple[Isolation, ...]:
         return (Isolation.SR,)
 

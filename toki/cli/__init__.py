@@ -49,7 +49,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def add_dsn_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dsn", help="PostgreSQL DSN (default: $TOKI_DSN, else the embedded server)")
+    p.add_argument("--dsn", help="database DSN: postgresql://..., mysql://... or mariadb://..., sqlite:///PATH, duckdb:///PATH "
+                   "(default: $TOKI_DSN, else the embedded PostgreSQL)")
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -1,4 +1,8 @@
-"""``toki db info``: which server, which version, where, and how it was chosen."""
+"""``toki db info``: which database, which version, where, how it was chosen, which levels it offers.
+
+Works for every ``--dsn`` scheme (PostgreSQL, MariaDB/MySQL, SQLite, DuckDB); for MariaDB it also
+says whether REPEATABLE READ runs with ``innodb_snapshot_isolation``.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +29,10 @@ def _info(args, out) -> int:
 
     server = resolve(args.dsn)
     d = server.describe()
-    d["superuser"] = server.is_superuser
+    if server.is_postgres:
+        d["superuser"] = server.is_superuser
+    if isinstance(d.get("levels"), list) and not args.json:
+        d["levels"] = ", ".join(d["levels"])
     if args.json:
         emit_json(d, out)
     else:
@@ -36,7 +43,8 @@ def _info(args, out) -> int:
 def _gc(args, out) -> int:
     from toki.db.server import collect_garbage, resolve
 
-    dropped = collect_garbage(resolve(args.dsn))
+    server = resolve(args.dsn)
+    dropped = collect_garbage(server) if server.is_postgres else []
     if args.json:
         emit_json({"dropped": dropped}, out)
     else:

@@ -6,6 +6,12 @@ installed with toki, so ``toki run schedules/ --level rc`` works from any direct
 isolationtester ``.spec`` file runs every permutation (its SQL sets its own levels, so
 ``--level`` only changes what a bare ``begin`` means). A directory runs each file and prints a
 pass/fail line per file and level. Exit: 0 ran and matched, 1 an expectation failed, 2 bad input.
+
+``--dsn`` picks the database: PostgreSQL (default), ``mysql://``/``mariadb://``, ``sqlite:///PATH``,
+``duckdb:///PATH``. Outside PostgreSQL a file is checked against its ``[expect.DATABASE.LEVEL]``
+tables (``mariadb`` before ``mysql``), runs at every level the database offers when it has none,
+and is skipped (with the reason) when it needs PostgreSQL's write path. A level the database
+lacks is an error naming the levels it has.
 """
 
 from __future__ import annotations
@@ -40,9 +46,14 @@ def _catalogue_fallback(path: Path) -> Path:
     return installed if installed.exists() else path
 
 
-def _levels(sched, level):
+def _levels(sched, level, server):
     if level:
         return [level]
+    if not server.is_postgres:
+        from toki.sched.backend_runner import expectation_keys
+
+        # Its own expectations, else every level it offers (a run without expectations reports "ran").
+        return list(sched.expectations(expectation_keys(server))) or [lv.cli_name for lv in server.levels()]
     if sched.expect:
         return list(sched.expect)
     raise ScheduleError(f"{sched.source}: no --level given and the file has no [expect.LEVEL] tables",
@@ -68,9 +79,24 @@ def run(args, out) -> int:
         loaded = [(f, load(f)) for f in files]  # parse everything first: bad input fails fast
     else:
         loaded = [(path, load(path))]
-    runner = Runner(resolve(args.dsn), step_limit_s=args.step_limit)
+    server = resolve(args.dsn)
+    if args.level:
+        from toki.backends.base import check_level
+
+        check_level(server.describe()["name"], server.levels(), parse_level(args.level).isolation)
+    runner = Runner(server, step_limit_s=args.step_limit)
     docs, lines, failed = [], [], False
     for f, sched in loaded:
+        if not server.is_postgres:
+            from toki.sched.backend_runner import needs_postgresql
+
+            why = "isolationtester specs are written for PostgreSQL" if isinstance(sched, SpecFile) \
+                else needs_postgresql(sched)
+            if why:
+                if not path.is_dir():
+                    raise ScheduleError(f"{f}: {why}", fix="run it on PostgreSQL (drop --dsn)")
+                lines.append((str(f), "-", "skipped", why))
+                continue
         if isinstance(sched, SpecFile):
             level = args.level or "read-committed"
             runs = [runner.run(s, level, on_blocked=args.on_blocked) for s in sched.schedules()]
@@ -78,7 +104,7 @@ def run(args, out) -> int:
             errors = sum(1 for r in runs for st in r.steps if st.status == "error")
             lines.append((str(f), level, "ran", f"{len(runs)} permutation(s), {errors} step error(s)"))
             continue
-        for level in _levels(sched, args.level):
+        for level in _levels(sched, args.level, server):
             res = runner.run(sched, level, on_blocked=args.on_blocked)
             docs.append(res.to_json())
             if res.expect["checked"]:

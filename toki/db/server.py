@@ -172,7 +172,8 @@ def _other_database(dsn: str, how: str) -> Server:
     except Exception as e:  # a driver's own error (SQLite: no such directory, DuckDB: file locked)
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DatabaseUnavailable(f"cannot open {dsn} (from {how}): {first}",
-                                  fix="check the path exists and no other process holds the file") from None
+                                  fix="check the directory exists and no other process holds the file "
+                                      "(sqlite:///rel/path and duckdb:///rel/path are relative, four slashes make them absolute)") from None
     with contextlib.suppress(Exception):
         conn.close()
     d = seam.describe()

@@ -44,8 +44,10 @@ _NO_ROWS = re.compile(r"^\s*(insert|update|delete|create|drop|alter|truncate|set
 
 def needs_postgresql(schedule: Schedule) -> str | None:
     """Why a schedule cannot run outside PostgreSQL (None when it can)."""
-    if schedule.store or any(s.op not in (None, "sleep", "call") for s in schedule.steps):
-        return "write-path op steps need the toki tables and PostgreSQL's write path"
+    if any(s.op not in (None, "sleep", "call") for s in schedule.steps):
+        return "write-path op steps need PostgreSQL's write path (toki.db.store)"
+    if schedule.store:
+        return "it uses the toki tables (store = true), which toki creates on PostgreSQL only"
     return None
 
 
@@ -219,8 +221,7 @@ def run(runner, schedule: Schedule, level: Level | str = "read-committed", *, la
 
 def expectation_keys(server) -> tuple[str, ...]:
     """The names a schedule's per-database expectations may use for this server, most specific first."""
-    d = server.describe()
-    return tuple(dict.fromkeys((d["name"], server.backend)))
+    return tuple(server.seam.expectation_keys())
 
 
 def _admin(lane: BackendLane, sql: str, schedule: Schedule, what: str) -> list:

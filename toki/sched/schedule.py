@@ -24,7 +24,10 @@ OPS = ("begin", "read_candidates", "judge", "read_callback", "write", "commit", 
        "deliver_callback", "policy", "sleep", "call", "consolidate")
 ON_BLOCKED = ("error", "defer")
 #: databases a schedule may give expectations for: [expect.DATABASE.LEVEL] (plain [expect.LEVEL] is PostgreSQL)
-DATABASES = ("postgresql", "postgres", "mysql", "mariadb", "sqlite", "duckdb")
+#: (SQLite's keys name its journal and begin mode: its blocking depends on both; mariadb-snapshot is
+#: MariaDB with innodb_snapshot_isolation on, a different REPEATABLE READ)
+DATABASES = ("postgresql", "postgres", "mysql", "mariadb", "mariadb-snapshot", "duckdb", "sqlite", "sqlite-wal",
+             "sqlite-immediate", "sqlite-exclusive", "sqlite-wal-immediate", "sqlite-wal-exclusive")
 
 
 @dataclass
