@@ -338,6 +338,8 @@ class Controller:
         for a in self._agents.values():
             a.thread = threading.Thread(target=self._agent_main, args=(a,), name=f"toki-agent-{a.name}", daemon=True)
             a.thread.start()
+        if not self._agents:
+            self._finished = True
         try:
             self._watch()
         finally:

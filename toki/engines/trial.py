@@ -30,12 +30,20 @@ def canonical(value: Any) -> str:
 
 @dataclass
 class Outcome:
+    """The state the agents leave, and which of them completed.
+
+    An agent whose call failed counts as not having run: its outcome is serializable when the
+    state equals a serial order of the agents that completed (a clean abort). A call that fails
+    half-way and leaves some of its writes behind therefore shows up as an anomaly.
+    """
+
     state: Any
     errors: dict[str, str]
+    completed: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
-        return canonical({"state": self.state, "errors": self.errors})
+        return canonical({"state": self.state, "completed": sorted(self.completed)})
 
 
 @dataclass
@@ -82,6 +90,9 @@ class TrialRunner:
         self._template: Path | None = None
         self._n = 0
         self._serial: dict[str, list[str]] | None = None
+        self.last_serial_grants: list[str] | None = None
+        self.silent = False  # the engine's read-out says nothing: no check can pass on it
+        self.serial_errors: dict[str, str] = {}
 
     def close(self) -> None:
         if self._own_dir:
@@ -94,14 +105,16 @@ class TrialRunner:
         self.close()
 
     # -- one run ------------------------------------------------------------------------------
-    def run(self, chooser: Chooser) -> tuple[RunTrace, Outcome]:
+    def run(self, chooser: Chooser, agents: tuple[str, ...] | None = None) -> tuple[RunTrace, Outcome]:
         self._n += 1
         loc = self.workdir / f"t{self._n}"
         if loc.exists():
             shutil.rmtree(loc)
         loc.mkdir(parents=True)
         eng, sc = self.engine, self.scenario
-        ctl = Controller(chooser, step_limit_s=self.step_limit_s, pg_observer=self.pg_observer)
+        who = sc.agents if agents is None else agents
+        observer = self.pg_observer if self.pg_observer is not None else getattr(eng, "pg_observer", None)
+        ctl = Controller(chooser, step_limit_s=self.step_limit_s, pg_observer=observer)
         handles: list[Any] = []
         try:
             self._seed(loc)
@@ -109,15 +122,15 @@ class TrialRunner:
                 if sc.shared:
                     shared = eng.open(loc)
                     handles.append(shared)
-                    per_agent = {a: shared for a in sc.agents}
+                    per_agent = {a: shared for a in who}
                 else:
-                    per_agent = {a: eng.open(loc) for a in sc.agents}
+                    per_agent = {a: eng.open(loc) for a in who}
                     handles.extend(per_agent.values())
                 prepare = getattr(eng, "prepare", None)
                 if callable(prepare):
                     for h in dict.fromkeys(map(id, handles)):
                         prepare(next(x for x in handles if id(x) == h), ctl)
-                calls = {a: _bind(sc.call, per_agent[a], a) for a in sc.agents}
+                calls = {a: _bind(sc.call, per_agent[a], a) for a in who}
                 trace = ctl.run(calls)
         finally:
             for h in handles:
@@ -129,7 +142,10 @@ class TrialRunner:
         finally:
             eng.close(reader)
         shutil.rmtree(loc, ignore_errors=True)
-        return trace, Outcome(state, trace.outcome_errors())
+        discard = getattr(eng, "discard", None)
+        if callable(discard):
+            discard(loc)
+        return trace, Outcome(state, trace.outcome_errors(), tuple(sorted(trace.results)))
 
     def _seed(self, loc: Path) -> None:
         """Run the scenario's setup; engines whose storage is their directory set up once and copy."""
@@ -158,12 +174,25 @@ class TrialRunner:
 
     # -- serial orders and verdicts ----------------------------------------------------------
     def serial_outcomes(self) -> dict[str, list[str]]:
-        """Outcome key -> the serial orders that produce it (every order of the agents)."""
+        """Outcome key -> the serial orders that produce it.
+
+        Every order of every subset of the agents: a run in which some agents fail is compared
+        with the serial runs of the agents that completed.
+        """
         if self._serial is None:
             self._serial = {}
-            for order in itertools.permutations(self.scenario.agents):
-                _, out = self.run(SerialChooser(order))
-                self._serial.setdefault(out.key, []).append(" then ".join(order))
+            agents = self.scenario.agents
+            states = []
+            for k in range(len(agents), -1, -1):
+                for subset in itertools.combinations(agents, k):
+                    for order in itertools.permutations(subset):
+                        trace, out = self.run(SerialChooser(order), agents=tuple(order))
+                        if k == len(agents):
+                            self.last_serial_grants = trace.grants
+                            states.append(out)
+                        self._serial.setdefault(out.key, []).append(" then ".join(order) or "no agent")
+            self.silent = all(not o.state for o in states) or any(o.state is None for o in states)
+            self.serial_errors = {a: e for o in states for a, e in o.errors.items()}
         return self._serial
 
     def trial(self, chooser: Chooser) -> TrialResult:

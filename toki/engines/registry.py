@@ -1,0 +1,73 @@
+"""The engines toki ships, and loading an engine toki does not ship (``module:factory``)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+
+from toki.engines.engine import EngineInfo
+from toki.errors import ConfigError
+
+ENGINES: dict[str, EngineInfo] = {e.name: e for e in (
+    EngineInfo("sodamem", "toki.engines.sodamem_engine:sodamem",
+               "SodaMem (PyPI sodamem), its unmodified code on SQLite", ("sodamem",)),
+    EngineInfo("sodamem-fixed", "toki.engines.sodamem_engine:sodamem_fixed",
+               "SodaMem with each call in one BEGIN IMMEDIATE transaction under the store lock (a wrapper fix)",
+               ("sodamem",)),
+    EngineInfo("atommem", "toki.engines.atommem_model:atommem",
+               "AtomMem, a model of its published code (whole-file JSON load and save)"),
+    EngineInfo("atommem-atomic", "toki.engines.atommem_model:atommem_atomic",
+               "the AtomMem model with a lock held from load to save and atomic replace (a fix)"),
+    EngineInfo("toki", "toki.engines.toki_engine:toki_engine",
+               "TOKI's own write path (each operator at and below its precondition) on PostgreSQL"),
+)}
+
+
+def available(info: EngineInfo) -> bool:
+    return all(importlib.util.find_spec(n) is not None for n in info.needs)
+
+
+def load_engine(name: str | None = None, module: str | None = None):
+    """An engine object by toki's name for it, or from ``pkg.mod:factory`` (``--engine-module``)."""
+    if (name is None) == (module is None):
+        raise ConfigError("name one engine", fix="pass --engine NAME (see `toki engines list`) or "
+                          "--engine-module pkg.mod:factory")
+    spec = module
+    if name is not None:
+        if name not in ENGINES:
+            raise ConfigError(f"unknown engine {name!r}", fix="choose one of " + ", ".join(ENGINES)
+                              + ", or plug your own in with --engine-module pkg.mod:factory")
+        info = ENGINES[name]
+        if not available(info):
+            raise ConfigError(f"engine {name} needs {', '.join(info.needs)}, which is not installed",
+                              fix="pip install 'toki[engines]'")
+        spec = info.factory
+    if ":" not in spec:
+        raise ConfigError(f"engine module {spec!r} is not of the form module:factory",
+                          fix="pass e.g. --engine-module mypkg.memory:toki_engine")
+    mod_name, _, attr = spec.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: modules of the current directory resolve
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ConfigError(f"cannot import engine module {mod_name!r}: {e}",
+                          fix="check the module path and that it is importable (PYTHONPATH)") from None
+    obj = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"module {mod_name!r} has no attribute {attr!r}",
+                              fix="name a factory function or class defined in that module")
+        obj = getattr(obj, part)
+    engine = obj() if callable(obj) and not hasattr(obj, "scenarios") else obj
+    missing = [a for a in ("name", "version", "scenarios", "open", "close", "state") if not hasattr(engine, a)]
+    if missing:
+        raise ConfigError(f"engine {spec!r} lacks {', '.join(missing)}",
+                          fix="see toki.engines.engine for the protocol (name, version, executed, scenarios, "
+                              "open, close, state)")
+    if getattr(engine, "executed", "real") not in ("real", "model"):
+        raise ConfigError(f"engine {spec!r} says executed={engine.executed!r}", fix="use 'real' or 'model'")
+    engine._toki_spec = spec
+    return engine
