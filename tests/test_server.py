@@ -32,7 +32,7 @@ def test_toki_dsn_is_used_when_no_dsn_is_given(toki_server, monkeypatch):
     monkeypatch.setenv("TOKI_DSN", toki_server.dsn)
     s = srv.resolve()
     assert s.how == "TOKI_DSN" and s.dsn == toki_server.dsn
-    assert set(s.describe()) == {"name", "version", "where", "how"}
+    assert set(s.describe()) == {"name", "version", "where", "how", "levels"}
 
 
 def test_unreachable_dsn_fails_fast_with_a_fix():

@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
-from urllib.parse import urlsplit
 
 from toki.errors import ConfigError
 from toki.levels import Isolation
@@ -71,7 +70,8 @@ def check_level(backend_name: str, offered: tuple[Isolation, ...], level: Isolat
 
 
 def scheme_of(dsn: str) -> str:
-    scheme = urlsplit(dsn).scheme.lower()
+    # Only the scheme: a malformed rest (postgresql://[bad) is the driver's to report.
+    scheme = dsn.split("://", 1)[0].lower() if "://" in dsn else ""
     return {"postgres": "postgresql", "mariadb": "mysql", "mysql+pymysql": "mysql"}.get(scheme, scheme)
 
 

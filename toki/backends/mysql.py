@@ -15,7 +15,9 @@ ENGINE INNODB STATUS`` is built on demand and lists every transaction waiting fo
 
 from __future__ import annotations
 
+import os
 import re
+import weakref
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pymysql
@@ -92,6 +94,19 @@ def parse_dsn(dsn: str) -> dict:
             "lock_wait_timeout": int(q.get("lock_wait_timeout", 10))}
 
 
+_LIVE: "weakref.WeakSet[MysqlBackend]" = weakref.WeakSet()
+
+
+def _forget_in_child() -> None:
+    # A forked worker (the matrix's process pool) inherits the parent's observer socket; using it
+    # from both processes interleaves their packets. The child opens its own instead.
+    for b in list(_LIVE):
+        b._observer = None
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 class MysqlBackend:
     name = "mysql"
 
@@ -100,12 +115,13 @@ class MysqlBackend:
         self.params = parse_dsn(dsn)
         self._observer = None
         self._info: dict | None = None
+        _LIVE.add(self)
 
-    def _raw_connect(self):
+    def _raw_connect(self, charset: str = "utf8mb4"):
         p = self.params
         try:
             return pymysql.connect(host=p["host"], port=p["port"], user=p["user"], password=p["password"],
-                                   database=p["database"], autocommit=True, connect_timeout=5)
+                                   database=p["database"], autocommit=True, connect_timeout=5, charset=charset)
         except pymysql.err.MySQLError as e:
             raise DatabaseUnavailable(
                 f"cannot connect to MySQL/MariaDB at {p['host']}:{p['port']}/{p['database']}: {classify(e).message}",
@@ -123,7 +139,8 @@ class MysqlBackend:
     @property
     def observer(self):
         if self._observer is None or not self._observer.open:
-            self._observer = self._raw_connect()
+            # The monitor's text quotes raw record bytes, which are not UTF-8: latin1 decodes any byte.
+            self._observer = self._raw_connect(charset="latin1")
         return self._observer
 
     def info(self) -> dict:

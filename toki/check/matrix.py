@@ -135,7 +135,10 @@ class Bench:
 
     def trial(self, trial: Trial, level: Level, mode: str, rng: random.Random) -> Outcome:
         lane = self.lane(trial.judge_log_form)
-        lane.admin.execute(_RESET)
+        if hasattr(lane, "reset_store"):  # a database beyond PostgreSQL (toki.sched.backend_runner)
+            lane.reset_store()
+        else:
+            lane.admin.execute(_RESET)
         trial.setup(lane.admin)
         schedule = build_schedule(trial, level, mode, rng)
         result = self.runner.run(schedule, level, lane=lane, check_expect=False)
@@ -227,14 +230,47 @@ def plan(*, trials: int, mode: str, seed: int, predicates: Iterable[str] = PREDI
     return jobs
 
 
+def unexpressible(job: Job, server) -> str | None:
+    """Why a database cannot run a job's cell (None when it can): the cell is marked, not zero."""
+    if job.kind == "n3" and not server.is_postgres:
+        return "N3 runs the write path (toki.db.store), which is PostgreSQL's"
+    level = parse_level(job.level)
+    offered = server.levels()
+    if level.isolation not in offered:
+        name = server.describe()["name"]
+        return f"{name} has no {level.isolation.cli_name} level (it offers {', '.join(i.cli_name for i in offered)})"
+    return None
+
+
+def _not_run(job: Job, why: str) -> dict:
+    return {"predicate": job.predicate, "level": job.level, "trials": 0, "admitted": 0, "aborted": 0,
+            "sqlstates": {}, "rate": None, "not_expressible": why}
+
+
 def execute(jobs: list[Job], *, dsn: str | None = None, workers: int = 1, step_limit_s: float = 10.0,
             on_result: Callable[[Job, dict], None] | None = None,
             on_trial: Callable[[], None] | None = None) -> list[tuple[Job, dict]]:
-    """Run the jobs; with ``workers > 1`` in that many processes, each with its own lanes."""
+    """Run the jobs; with ``workers > 1`` in that many processes, each with its own lanes.
+
+    Jobs the database cannot express (a level it lacks, the write path outside PostgreSQL) are
+    not run: their result says why (``not_expressible``) and has no rate.
+    """
     from toki.db.server import resolve
 
     results: list[tuple[Job, dict]] = []
-    runner = Runner(resolve(dsn), step_limit_s=step_limit_s, record_history=False)  # bad options fail here, not in a worker
+    server = resolve(dsn)
+    runner = Runner(server, step_limit_s=step_limit_s, record_history=False)  # bad options fail here, not in a worker
+    runnable = []
+    for job in jobs:
+        why = unexpressible(job, server)
+        if why is None:
+            runnable.append(job)
+            continue
+        results.append((job, _not_run(job, why)))
+        if on_result:
+            on_result(job, results[-1][1])
+    order = {j: i for i, j in enumerate(jobs)}
+    jobs = runnable
     if workers <= 1:
         bench = Bench(runner)
         try:
@@ -246,6 +282,7 @@ def execute(jobs: list[Job], *, dsn: str | None = None, workers: int = 1, step_l
                     on_result(job, res)
         finally:
             bench.close()
+        results.sort(key=lambda jr: order[jr[0]])
         return results
     # Longest jobs first keeps the lanes evenly busy.
     ordered = sorted(jobs, key=lambda j: -j.trials)
@@ -256,12 +293,13 @@ def execute(jobs: list[Job], *, dsn: str | None = None, workers: int = 1, step_l
             results.append((job, res))
             if on_result:
                 on_result(job, res)
-    order = {j: i for i, j in enumerate(jobs)}
     results.sort(key=lambda jr: order[jr[0]])
     return results
 
 
-def default_workers() -> int:
+def default_workers(server=None) -> int:
+    if server is not None and not server.is_postgres and server.backend != "mysql":
+        return 1  # SQLite and DuckDB are files one process writes at a time
     return max(1, min(4, os.cpu_count() or 1))
 
 
@@ -284,11 +322,12 @@ def assemble(results: list[tuple[Job, dict]], *, trials: int, mode: str, seed: i
         else:
             res = dict(res, size=job.builder_kw["size"], contention=job.builder_kw["contention"])
             n2_cells.append(res)
-    zero_at = sum(1 for c in cells if c["expected"] == 0.0 and c["rate"] == 0.0)
-    one_below = sum(1 for c in cells if c["expected"] == 1.0 and c["rate"] == 1.0)
+    ran = [c for c in cells if c["rate"] is not None]
+    zero_at = sum(1 for c in ran if c["expected"] == 0.0 and c["rate"] == 0.0)
+    one_below = sum(1 for c in ran if c["expected"] == 1.0 and c["rate"] == 1.0)
     mismatches = [{"predicate": c["predicate"], "level": c["level"], "rate": c["rate"], "expected": c["expected"],
                    "aborted": c["aborted"], "sqlstates": c["sqlstates"]}
-                  for c in cells if c["rate"] != c["expected"]]
+                  for c in ran if c["rate"] != c["expected"]]
     n_sched = sum(r["trials"] for _, r in results)
     doc = {
         "matrix": "toki anomaly matrix", "mode": mode, "trials": trials, "seed": seed,
@@ -296,8 +335,9 @@ def assemble(results: list[tuple[Job, dict]], *, trials: int, mode: str, seed: i
         "forms": {p: FORMS[p] for p in ("P3", "N1")},
         "cells": cells,
         "summary": {"cells": len(cells), "zero_at_or_above_guard": zero_at, "one_below_guard": one_below,
-                    "expected_zero": sum(1 for c in cells if c["expected"] == 0.0),
-                    "expected_one": sum(1 for c in cells if c["expected"] == 1.0),
+                    "expected_zero": sum(1 for c in ran if c["expected"] == 0.0),
+                    "expected_one": sum(1 for c in ran if c["expected"] == 1.0),
+                    "not_expressible": len(cells) - len(ran),
                     "mismatches": mismatches},
         "variants": variants,
         "n3_grid": n3_grid,
@@ -308,7 +348,8 @@ def assemble(results: list[tuple[Job, dict]], *, trials: int, mode: str, seed: i
     if n2_cells:
         by_level: dict[str, list[float]] = {}
         for c in n2_cells:
-            by_level.setdefault(c["level"], []).append(c["rate"])
+            if c["rate"] is not None:
+                by_level.setdefault(c["level"], []).append(c["rate"])
         doc["n2_grid"] = {"cells": n2_cells,
                           "mean_rate": {lv: round(sum(v) / len(v), 4) for lv, v in by_level.items()},
                           "published_mean_rate": {"RC": 0.7496, "SI": 0.7462, "SR": 0.0}}

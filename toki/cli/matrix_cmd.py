@@ -1,6 +1,8 @@
 """``toki matrix``: the 54-cell anomaly matrix, variant rows and the N3 schema grid (DESIGN §4.4).
 
-Runs on the embedded PostgreSQL unless ``--dsn``/``TOKI_DSN`` says otherwise. ``--expect paper``
+Runs on the embedded PostgreSQL unless ``--dsn``/``TOKI_DSN`` says otherwise; on MariaDB/MySQL,
+SQLite or DuckDB the cells the database cannot express (a level it lacks, the write path of the
+N3 grid) show ``n/a`` and the reason, never a rate of 0. ``--expect paper``
 compares every cell with the paper's guard map and exits 1 listing the cells that differ.
 """
 
@@ -44,6 +46,8 @@ def register(sub) -> None:
 def _cell_text(c: dict | None) -> str:
     if c is None:
         return "…"
+    if c.get("rate") is None:
+        return "n/a"
     mark = "" if c.get("expected") is None or c["rate"] == c["expected"] else " ≠"
     ab = f" ({c['aborted']} ab)" if c["aborted"] else ""
     return f"{c['rate']:.2f}{ab}{mark}"
@@ -77,8 +81,8 @@ def run(args, out) -> int:
         from toki.errors import ConfigError
 
         raise ConfigError(f"--workers {args.workers} must be at least 1", fix="pass --workers 2")
-    workers = args.workers or mx.default_workers()
     server = resolve(args.dsn)
+    workers = args.workers or mx.default_workers(server)
     backend = server.describe()
     levels = [lv.name for lv in MATRIX_LEVELS]
     rows = list(predicates) + ([v for v in VARIANTS] if not args.no_variants else [])
@@ -115,7 +119,7 @@ def run(args, out) -> int:
         elif job.kind == "n3":
             res["expected"] = 1.0 if job.builder_kw["mode"] == "base" else 0.0
             n3[(job.builder_kw["mode"], job.level)] = res
-        if workers > 1 or job.kind == "n2":
+        if workers > 1 or job.kind == "n2" or res.get("rate") is None:
             progress.advance(task, job.trials)
 
     t0 = time.perf_counter()
@@ -146,6 +150,12 @@ def run(args, out) -> int:
               f"{doc['schedules']} schedules in {doc['elapsed_s']:.1f} s ({doc['schedules_per_s']} schedules/s, "
               f"{workers} worker(s)).\n")
     out.write(f"P3 row: {doc['forms']['P3']}; N1 row: {doc['forms']['N1']}.\n")
+    skipped = {}
+    for c in doc["cells"] + doc["variants"] + doc["n3_grid"]:
+        if c["rate"] is None:
+            skipped.setdefault(c["not_expressible"], []).append(f"{c['predicate']} {c['level']}")
+    for why, which in skipped.items():
+        out.write(f"n/a ({len(which)} cell(s)): {why}.\n")
     if "n2_grid" in doc:
         out.write("N2 partition grid mean admit rate: "
                   + ", ".join(f"{lv} {r:.4f}" for lv, r in doc["n2_grid"]["mean_rate"].items())

@@ -125,6 +125,16 @@ def ddl(judge_log_form: str = "unique") -> tuple[str, ...]:
     return tuple(out)
 
 
+@cache
+def ddl_for(dialect: str, judge_log_form: str = "unique") -> tuple[str, ...]:
+    """The same tables on MariaDB/MySQL, SQLite or DuckDB (see toki.backends.portable)."""
+    if dialect == "postgresql":
+        return ddl(judge_log_form)
+    from toki.backends.portable import compile_ddl
+
+    return compile_ddl(build_metadata(judge_log_form), dialect)
+
+
 TABLES = ("agent_memory", "judge_log", "callback_log", "policy", "belief_cache")
 
 

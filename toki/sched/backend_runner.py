@@ -15,8 +15,9 @@ The same contract as :mod:`toki.sched.runner` (DESIGN §4.1, §4.2), through the
   as an application that follows SQLite's advice would.
 * DuckDB never waits: a conflicting write fails at once.
 
-Steps are SQL only: write-path ``op`` steps need the toki tables and the PostgreSQL write path,
-and are refused with a message (``needs_postgresql``). Errors record the database's own code
+Steps are SQL (sent as written) or Python ``call`` steps (the matrix's programs, whose SQL the
+portable connection rewrites); write-path ``op`` steps need PostgreSQL's write path and are
+refused with a message (``needs_postgresql``). Errors record the database's own code
 (MySQL error number, SQLite extended result name, DuckDB exception class) where PostgreSQL
 results carry the SQLSTATE.
 """
@@ -24,6 +25,8 @@ results carry the SQLSTATE.
 from __future__ import annotations
 
 import contextlib
+import copy
+import os
 import re
 import secrets
 import time
@@ -33,6 +36,7 @@ from concurrent.futures import wait as fwait
 from typing import Any
 
 from toki.backends.base import ErrorKind
+from toki.backends.portable import PortableConnection
 from toki.errors import ScheduleError, StepTimeout
 from toki.levels import Level, parse_level
 from toki.sched.runner import _BEGIN, _COMMIT, _ROLLBACK, RunResult, StepResult, check_expectation, jsonable
@@ -46,8 +50,6 @@ def needs_postgresql(schedule: Schedule) -> str | None:
     """Why a schedule cannot run outside PostgreSQL (None when it can)."""
     if any(s.op not in (None, "sleep", "call") for s in schedule.steps):
         return "write-path op steps need PostgreSQL's write path (toki.db.store)"
-    if schedule.store:
-        return "it uses the toki tables (store = true), which toki creates on PostgreSQL only"
     return None
 
 
@@ -94,52 +96,78 @@ class _Session:
 class BackendLane:
     """Connections (one per session, plus an admin one) on one database, reusable across runs.
 
-    On MariaDB/MySQL a lane works in a database of its own (``toki_run_...``, dropped at close),
-    as PostgreSQL lanes work in a schema of their own; SQLite and DuckDB lanes use the file the
-    DSN names.
+    Like PostgreSQL lanes, which work in a schema of their own, a lane keeps what it creates apart:
+    on MariaDB/MySQL in a database of its own (``toki_run_...``), on SQLite and DuckDB in a file of
+    its own next to the DSN's (``PATH.toki_run_...``); both are removed when the lane closes.
+    Connections speak toki's SQL through :class:`~toki.backends.portable.PortableConnection`.
     """
 
-    def __init__(self, server, *, label: str = "run", **_ignored):
+    def __init__(self, server, *, label: str = "run", store: bool = False, judge_log_form: str = "unique",
+                 **_ignored):
         self.server = server
-        self.seam = server.seam
-        self.kind = self.seam.name
+        self.kind = server.seam.name
+        label = re.sub(r"[^a-z0-9_]", "_", label.lower())[:20]
+        name = f"toki_run_{label}_{secrets.token_hex(4)}"
         self.database: str | None = None
-        self.admin = self.seam.connect()
+        self.files: list[str] = []
         if self.kind == "mysql":
-            label = re.sub(r"[^a-z0-9_]", "_", label.lower())[:20]
-            self.database = f"toki_run_{label}_{secrets.token_hex(4)}"
-            self._exec(self.admin, f"create database {self.database}")
-            self._exec(self.admin, f"use {self.database}")
+            self.seam = server.seam
+            self.database = name
+        else:
+            self.seam = copy.copy(server.seam)
+            self.seam.path = f"{server.seam.path}.{name}"
+            self.files = [self.seam.path + ext for ext in ("", "-journal", "-wal", "-shm", ".wal")]
+        self.admin = self._connect()
+        if self.database:
+            self.admin.execute(f"create database {self.database}")
+            self.admin.execute(f"use {self.database}")
         self.sessions: dict[str, _Session] = {}
+        self.judge_log_form: str | None = None
+        if store:
+            self.ensure_store(judge_log_form)
 
-    @staticmethod
-    def _exec(conn, sql: str):
-        with conn.cursor() as cur:
-            cur.execute(sql)
+    def _connect(self) -> PortableConnection:
+        return PortableConnection(self.seam.connect(), self.kind)
+
+    def ensure_store(self, judge_log_form: str = "unique") -> None:
+        """The toki tables (agent_memory, judge_log, ...), compiled for this database."""
+        if self.judge_log_form == judge_log_form:
+            return
+        from toki.db import schema as dbschema
+
+        if self.judge_log_form is not None:
+            for t in dbschema.TABLES:
+                self.admin.execute(f"drop table if exists {t}")
+            if self.kind == "duckdb":
+                self.admin.execute("drop sequence if exists judge_log_seq")
+        for stmt in dbschema.ddl_for(self.kind, judge_log_form):
+            self.admin.execute(stmt)
+        self.judge_log_form = judge_log_form
+
+    def reset_store(self) -> None:
+        from toki.db import schema as dbschema
+
+        for t in dbschema.TABLES:
+            self.admin.execute(f"delete from {t}")
 
     def session(self, name: str) -> _Session:
         s = self.sessions.get(name)
         if s is None:
-            conn = self.seam.connect()
-            if self.kind == "mysql":
-                self._exec(conn, f"use {self.database}")
-                s = _Session(name, conn, True, conn.thread_id())
+            conn = self._connect()
+            if self.database:
+                conn.execute(f"use {self.database}")
+                s = _Session(name, conn, True, conn.raw.thread_id())
             else:
                 s = _Session(name, conn, False, name)
             self.sessions[name] = s
         return s
 
-    def execute(self, conn, sql: str, params=None) -> tuple[list, str | None]:
+    def execute(self, conn: PortableConnection, sql: str) -> tuple[list, None]:
         """Run one statement; its rows (empty for a statement that returns none)."""
-        if self.kind == "mysql":
-            with conn.cursor() as cur:
-                cur.execute(sql, params)
-                rows = [list(r) for r in cur.fetchall()] if cur.description else []
-            return rows, None
-        cur = conn.execute(sql, params) if params is not None else conn.execute(sql)
-        if cur.description is None or (_NO_ROWS.match(sql) and "returning" not in sql.lower()):
+        res = conn.execute(sql)
+        if res.description is None or (_NO_ROWS.match(sql) and "returning" not in sql.lower()):
             return [], None  # DuckDB answers an UPDATE with a row holding its count: not a result
-        return [list(r) for r in cur.fetchall()], None
+        return [list(r) for r in res.fetchall()], None
 
     def close(self) -> None:
         for s in self.sessions.values():
@@ -147,13 +175,16 @@ class BackendLane:
         self.sessions.clear()
         if self.database:
             with contextlib.suppress(Exception):
-                self._exec(self.admin, f"drop database if exists {self.database}")
+                self.admin.execute(f"drop database if exists {self.database}")
         with contextlib.suppress(Exception):
             self.admin.close()
         close = getattr(self.seam, "close", None)
         if close:
             with contextlib.suppress(Exception):
                 close()
+        for f in self.files:
+            with contextlib.suppress(OSError):
+                os.unlink(f)
 
     def __enter__(self) -> "BackendLane":
         return self
@@ -163,7 +194,7 @@ class BackendLane:
 
 
 def run(runner, schedule: Schedule, level: Level | str = "read-committed", *, lane: BackendLane | None = None,
-        on_blocked: str | None = None, check_expect: bool = True, **_ignored) -> RunResult:
+        on_blocked: str | None = None, check_expect: bool = True, reset: bool = False, **_ignored) -> RunResult:
     lvl = parse_level(level) if isinstance(level, str) else level
     seam = runner.server.seam
     why = needs_postgresql(schedule)
@@ -179,6 +210,10 @@ def run(runner, schedule: Schedule, level: Level | str = "read-committed", *, la
     lane = lane or BackendLane(runner.server, label=schedule.name)
     t0 = time.perf_counter()
     try:
+        if schedule.store:
+            lane.ensure_store(schedule.judge_log_form)
+            if reset:
+                lane.reset_store()
         for sql in schedule.setup:
             _admin(lane, sql, schedule, "setup")
         sessions = {name: lane.session(name) for name in schedule.sessions}
@@ -243,6 +278,7 @@ class _Execution:
         self.executed: list[int] = []
         self.clock = 0
         self.threaded = lane.kind == "mysql"
+        self.keys = tuple(lane.seam.expectation_keys())
 
     # -- driving ---------------------------------------------------------------------------
     def go(self) -> None:
@@ -420,7 +456,7 @@ class _Execution:
         if step.op == "call":
             fn = step.args.get("fn")
             return fn(sess.conn, sess.ctx) or []
-        sql = step.sql
+        sql = step.sql_for(self.keys)
         if _BEGIN.match(sql):
             for s in self.seam.begin_sql(self.level.isolation):
                 self.lane.execute(sess.conn, s)

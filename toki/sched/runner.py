@@ -279,7 +279,7 @@ class Runner:
             from toki.sched import backend_runner
 
             return backend_runner.run(self, schedule, level, lane=lane, on_blocked=on_blocked,
-                                      check_expect=check_expect)
+                                      check_expect=check_expect, reset=reset)
         lvl = parse_level(level) if isinstance(level, str) else level
         mode = on_blocked or schedule.on_blocked
         own = lane is None

@@ -40,6 +40,14 @@ class Step:
     # isolationtester blocking markers: the step is expected to wait for these steps (by name)
     await_steps: tuple[str, ...] = ()
     star_marker: bool = False  # isolationtester "(*)": report the step as waiting, let it finish later
+    # the same step in another database's SQL: {"mysql": "..."} (picked by the database's expectation keys)
+    variants: dict[str, str] = field(default_factory=dict)
+
+    def sql_for(self, database: tuple[str, ...] = ()) -> str | None:
+        for name in database:
+            if name in self.variants:
+                return self.variants[name]
+        return self.sql
 
     def describe(self) -> str:
         what = self.sql if self.sql is not None else f"op={self.op}"
@@ -205,10 +213,15 @@ def parse_toml(text: str, source: str = "<string>") -> Schedule:
         sql = raw.pop("sql", None)
         op = raw.pop("op", None)
         name = raw.pop("name", None)
+        variants = {k: raw.pop(k) for k in list(raw) if k in DATABASES and sql is not None}
+        if any(not isinstance(v, str) for v in variants.values()):
+            raise ScheduleError(f"{source}: step {i} ({session}): a database's variant must be SQL text",
+                                fix='write mysql = "update ..." next to sql = "..."')
         if sql is not None and raw:
             raise ScheduleError(f"{source}: step {i} ({session}) has unknown field(s) {sorted(raw)}",
-                                fix="an SQL step takes session, sql and name")
-        steps.append(Step(session=session, sql=sql, op=op, name=name, args=raw))
+                                fix="an SQL step takes session, sql, name and per-database variants "
+                                    f"({', '.join(DATABASES)})")
+        steps.append(Step(session=session, sql=sql, op=op, name=name, args=raw, variants=variants))
     expect: dict[str, Expect] = {}
     expect_db: dict[str, dict[str, Expect]] = {}
     for level, e in (doc.get("expect") or {}).items():
@@ -300,6 +313,7 @@ def to_toml(s: Schedule) -> str:
         d: dict[str, Any] = {"session": st.session}
         if st.sql is not None:
             d["sql"] = st.sql
+            d.update(st.variants)
         else:
             d["op"] = st.op
             d.update(_jsonable(st.args))
