@@ -1,4 +1,9 @@
-"""``toki certify --adapter module:factory --level L``: the contract suites as a CI gate.
+"""``toki certify``: contract suites and engine certification as a CI gate.
+
+Three ways in: ``--adapter module:factory --level L`` (a write path re-written against toki's
+``agent_memory`` table, searched for its operator's anomaly), ``--engine NAME`` or
+``--engine-module pkg.mod:factory`` (an unmodified memory engine under the engine harness,
+see :mod:`toki.cli.certify_engine`), and ``--replay WITNESS`` (re-execute an engine witness).
 
 Runs the contract suite of the adapter's declared operator (lww, evi, await, rule) at level
 ``L`` against its write path on a real database: Hypothesis draws agents, claims and
@@ -25,9 +30,20 @@ def register(sub) -> None:
                        description=__doc__.split("\n\n")[1],
                        epilog="exit status: 0 contract holds within the budget, 1 an anomaly (witness printed), "
                               "2 bad input")
-    p.add_argument("--adapter", required=True, metavar="MODULE:FACTORY",
-                   help="the write path, e.g. toki.properties.adapter:toki_lww (TOKI's own) or mypkg.memory:adapter")
-    p.add_argument("--level", required=True, help="level the write path runs at: RC, SI, SR (+cb), or rc/rr/sr")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--adapter", metavar="MODULE:FACTORY",
+                      help="a write path on toki's table, e.g. toki.properties.adapter:toki_lww or mypkg.memory:adapter")
+    what.add_argument("--engine", metavar="NAME", help="an engine toki ships (see `toki engines list`), e.g. sodamem")
+    what.add_argument("--engine-module", metavar="MODULE:FACTORY",
+                      help="your own engine plug-in (see the README: open, scenarios, state)")
+    what.add_argument("--replay", metavar="WITNESS", help="re-execute an engine witness file; exit 1 when it reproduces")
+    p.add_argument("--level", help="(--adapter) level the write path runs at: RC, SI, SR (+cb), or rc/rr/sr")
+    p.add_argument("--scenario", help="(--engine) one scenario, or 'all' (default: all)")
+    p.add_argument("--png", metavar="PATH", help="(--engine, --replay) draw the witness as a swimlane picture")
+    p.add_argument("--svg", metavar="PATH", help="(--engine, --replay) the same picture as SVG")
+    p.add_argument("--times", type=int, default=1, help="(--replay) how many times to re-execute (default 1)")
+    p.add_argument("--step-limit", type=float, default=10.0, metavar="SECONDS",
+                   help="(--engine) longest an agent may take to reach its next storage call (default 10)")
     p.add_argument("--operator", choices=("lww", "evi", "await", "rule"),
                    help="override the operator the adapter declares")
     p.add_argument("--budget", type=int, default=None,
@@ -36,7 +52,8 @@ def register(sub) -> None:
     p.add_argument("--mode", default="audit_row", choices=("audit_row", "dual_row", "base"),
                    help="schema mode for TOKI's own write path")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
-    p.add_argument("--witness", metavar="PATH", help="write the witness schedule (if any) to PATH")
+    p.add_argument("--witness", metavar="PATH", help="write the witness (a schedule file for --adapter, a JSON witness "
+                   "for --engine) to PATH")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH", help="print the verdict as JSON")
     add_dsn_option(p)
     p.set_defaults(func=run)
@@ -64,6 +81,20 @@ def junit_xml(verdicts, elapsed_s: float) -> str:
 
 
 def run(args, out) -> int:
+    if args.engine or args.engine_module:
+        from toki.cli.certify_engine import run_engine
+
+        return run_engine(args, out)
+    if args.replay:
+        from toki.cli.certify_engine import run_replay
+
+        return run_replay(args, out)
+    if not args.level:
+        raise ConfigError("--adapter needs --level", fix="pass --level RC (or SI, SR, RC+cb, ...)")
+    return run_adapter(args, out)
+
+
+def run_adapter(args, out) -> int:
     from toki.db.server import resolve
     from toki.levels import PRECONDITION, parse_level
     from toki.properties.adapter import load_adapter

@@ -26,6 +26,7 @@ own lock, so the maintainer's candidate read and its writes are one atomic unit.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from datetime import datetime, timezone
 from pathlib import Path
@@ -142,6 +143,8 @@ class SodaMemEngine:
 
     def open(self, location: Path):
         sodamem = _require()
+        # Without chromadb (not needed: retrieval is not under test) every open logs a warning.
+        logging.getLogger("sodamem.memory.storage.store").setLevel(logging.ERROR)
         return sodamem.SodaMem.open(Path(location), embedder=HashEmbedder(), extractor=ScriptedExtractor(),
                                     prompts={"extract_system": "toki scripted extractor"})
 

@@ -1,0 +1,153 @@
+"""TOKI's own write path (SPEC §4, :meth:`toki.db.store.Store.write`) as an engine of the harness.
+
+Each agent writes one contradicting claim about one slot through ``Store.write`` on its own
+PostgreSQL connection; every statement the write path sends is a granted step, and a statement
+that waits on a lock is seen through the observer. This is the same write path the contract
+suites (``toki certify --adapter``) drive phase by phase; here it is driven statement by
+statement and judged against serial orders instead of by the operator's named anomaly, so the
+two must agree on the named anomalies, and the harness may find more (it checks
+serializability, which no operator's precondition promises beyond its own anomaly).
+
+Scenarios cover ⊕t (lww) and ⊕p (evi) at and below their preconditions, and an unguarded ⊕t
+(no re-read when the close of the incumbent affects no row) that the harness must catch.
+⊕? and ⊕c need a confirmer or a policy writer beside the agents; they stay with the contract
+suites.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import toki
+from toki.engines.engine import Detector, Scenario
+from toki.levels import Level, parse_level
+from toki.model import SENTINEL, Fact
+
+T0 = datetime(2026, 1, 1)
+INCUMBENT_AT = datetime(2000, 1, 1)
+
+
+@dataclass
+class _Handle:
+    store: object
+    conn: object
+
+
+def _fact(fid: str, obj: str, conf: float = 0.5) -> Fact:
+    return Fact(fid, "alice", "medication", obj, T0, SENTINEL, confidence=conf)
+
+
+def several_current() -> Detector:
+    def check(state, errors):
+        cur = sorted({r[2] for r in state["rows"] if r[0] == "current" and r[4]})
+        return [f"slot (alice, medication) holds {len(cur)} current values {cur}"] if len(cur) > 1 else []
+    return Detector("A5B", check)
+
+
+def lost_trace(fids: tuple[str, ...]) -> Detector:
+    def check(state, errors):
+        out = []
+        for fid in fids:
+            agent = {"f_a": "A", "f_b": "B"}.get(fid)
+            if agent in errors:
+                continue
+            if not any(f"x_{fid}" in (r[3] or "") for r in state["rows"]):
+                out.append(f"the committed write of {fid} left no trace: x_{fid} is in no row")
+        return out
+    return Detector("P4", check)
+
+
+class TokiEngine:
+    name = "toki"
+    executed = "real"
+    storage_in_location = False  # storage is a PostgreSQL schema per trial, not the directory
+
+    def __init__(self, server=None):
+        self._server = server
+        self._stores: dict[str, object] = {}
+        self._observer = None
+        self.scenarios = _scenarios(self)
+
+    version = toki.__version__
+    description = "TOKI's own write path (Store.write) on PostgreSQL, statement by statement"
+
+    @property
+    def server(self):
+        if self._server is None:
+            from toki.db.server import resolve
+
+            self._server = resolve(None)
+        return self._server
+
+    def use_server(self, server) -> None:
+        self._server = server
+
+    @property
+    def pg_observer(self):
+        if self._observer is None or self._observer.closed:
+            self._observer = self.server.connect()
+        return self._observer
+
+    def open(self, location: Path):
+        from toki.db.store import Store
+
+        key = str(location)
+        if key not in self._stores:
+            self._stores[key] = Store.open(server=self.server, label="engine")
+        store = self._stores[key]
+        return _Handle(store, store.connect(deadlock_timeout_ms=20))
+
+    def close(self, h: _Handle) -> None:
+        h.conn.close()
+
+    def discard(self, location: Path) -> None:
+        store = self._stores.pop(str(location), None)
+        if store is not None:
+            store.close()
+
+    def state(self, h: _Handle) -> dict:
+        rows = h.conn.execute(
+            "select row_kind, case when row_kind = 'audit' then 'audit::' || split_part(fact_id, '::', 2) "
+            "else fact_id end, object, provenance_id, system_time_end = '9999-12-31' from agent_memory "
+            "order by 1, 2, 5, 3, 4").fetchall()
+        return {"rows": [list(r) for r in rows]}
+
+
+def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
+    def make(name, desc, operator, level: str, *, guard=True, incumbent=True, confs=(0.5, 0.5), slot_lock=False):
+        lvl: Level = parse_level(level)
+        facts = {"A": _fact("f_a", "lee", confs[0]), "B": _fact("f_b", "kim", confs[1])}
+
+        def setup(h):
+            if incumbent:
+                h.store.write(_fact("f_0", "park", 0.7), operator=operator, level=lvl, at=INCUMBENT_AT, conn=h.conn)
+
+        def call(h, agent):
+            o = h.store.write(facts[agent], operator=operator, level=lvl, guard=guard, conn=h.conn,
+                              slot_lock=slot_lock)
+            return o.action
+        dets = (several_current(), lost_trace(("f_a", "f_b")))
+        return Scenario(name, desc, ("A", "B"), call, setup, False, dets, ("P4",) if operator == "lww" else ("A5B",))
+
+    sc = [
+        make("lww-at-RC", "⊕t at its precondition RC: two agents supersede the incumbent 'park'", "lww", "RC"),
+        make("lww-unguarded-at-RC", "⊕t at RC without the re-read guard: a close that affects no row is ignored",
+             "lww", "RC", guard=False),
+        make("evi-at-SI", "⊕p at its precondition SI over the incumbent 'park' (confidences 0.9 and 0.6)", "evi", "SI",
+             confs=(0.9, 0.6)),
+        make("evi-at-RC", "⊕p one level below its precondition, over the incumbent 'park'", "evi", "RC",
+             confs=(0.9, 0.6)),
+        make("evi-empty-slot-at-SI", "⊕p at SI into an empty slot: both agents insert (the empty-slot phantom)",
+             "evi", "SI", incumbent=False, confs=(0.9, 0.6)),
+        make("evi-empty-slot-slot-locked-at-SI", "⊕p at SI into an empty slot with the slot lock", "evi", "SI",
+             incumbent=False, confs=(0.9, 0.6), slot_lock=True),
+        make("evi-empty-slot-at-RC", "⊕p at RC into an empty slot", "evi", "RC", incumbent=False, confs=(0.9, 0.6)),
+        make("evi-empty-slot-at-SR", "⊕p at SR into an empty slot", "evi", "SR", incumbent=False, confs=(0.9, 0.6)),
+    ]
+    return {s.name: s for s in sc}
+
+
+def toki_engine() -> TokiEngine:
+    return TokiEngine()
