@@ -58,7 +58,10 @@ runs are reproducible across hash seeds; the entity-graph file is not written.
 
 A JSON file read while another agent has truncated it (``open(..., 'w')`` done, ``close`` not
 yet) is empty: ``json.load`` raises ``JSONDecodeError`` and the real code does not catch it, so
-the call fails. The model does the same.
+the call fails. The model does the same. Two writers that both open a file for writing before
+either closes it each write from offset 0 through their own descriptor: when the second text is
+shorter, the tail of the first stays behind it and the file is no longer JSON, so every later load
+fails (a torn write; the state then reports the file as ``corrupt``).
 
 ``atommem-atomic`` is the fix: a lock held from the first load to the last save of
 ``process_new_fact`` and ``force_profile_extraction``, the new fact's id taken from the list
@@ -232,7 +235,7 @@ def wobbling_judge(p: float = 0.5, seed: int = 0) -> Callable[[str], FixtureJudg
     return make
 
 
-def _judge_fact(f: dict) -> Fact:
+def judge_fact(f: dict) -> Fact:
     people = f.get("people") or ["?"]
     day = (f.get("time") or [""])[0] or "2026-01-01"
     return Fact(jid(f["fact"]), people[0], "atommem:fact", f["fact"], datetime.fromisoformat(day))
@@ -381,9 +384,9 @@ def _detect_conflict(h: AtomMemHandle, new_fact: dict, existing: list[dict]) -> 
 
 def _llm_detect_conflict(h: AtomMemHandle, new_fact: dict, candidates: list[dict]) -> dict | None:
     """The conflict LLM's answer, one judge vote per listed candidate (see the module docstring)."""
-    new_j = _judge_fact(new_fact)
+    new_j = judge_fact(new_fact)
     for c in candidates:
-        pair = (_judge_fact(c), new_j)
+        pair = (judge_fact(c), new_j)
         vote = h.judge.vote(pair)
         conflict = vote.index == 1
         h.votes.append({"stored": c["fact"], "new": new_fact["fact"], "conflict": conflict,
@@ -758,7 +761,8 @@ def _scenarios(engine: AtomMemModel) -> dict[str, Scenario]:
                  (torn_write(), lost_facts(ACME, VIOLIN), id_collision()), ("lost-update", "id-collision")),
         Scenario("contradict-same-fact", "two agents contradict 'Alice lives in Berlin' (F1) with Paris and Rome; "
                  "each overwrites F1 in place. The loser of the race is erased, but the final state is the one a "
-                 "serial order leaves (the last overwrite), so the lost overwrite is invisible in the state. "
+                 "serial order leaves (the last overwrite), so the lost overwrite is invisible in the state; what "
+                 "the race adds is a torn write (both truncate, the shorter text lands over the longer). "
                  + N3_NOTE,
                  ("A", "B"), calls({"A": (("add", PARIS),), "B": (("add", ROME),)}), seeded(BERLIN, CAT), False,
                  (torn_write(), id_collision(),), ("N3",)),
