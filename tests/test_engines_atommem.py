@@ -52,11 +52,24 @@ def facts(state) -> list[tuple[str, str]]:
     return [(f[0], f[1]) for f in state["facts"]]
 
 
-def serial_state(engine, scenario: str, order: tuple[str, ...]):
+def ran_first(trace) -> str:
+    """Who made the first storage call (start-up grants touch nothing)."""
+    return next(s.agent for s in trace.steps if s.kind != "start")
+
+
+def serial_states(engine, scenario: str) -> dict[str, tuple]:
+    """First agent -> (state, trace) of the serial runs of the scenario's two agents."""
+    out = {}
     with TrialRunner(engine, scenario) as r:
-        trace, out = r.run(SerialChooser(order), agents=order)
-        assert out.errors == {}
-        return out.state, trace
+        for order in (r.scenario.agents, r.scenario.agents[::-1]):
+            trace, o = r.run(SerialChooser(order), agents=order)
+            assert o.errors == {}
+            calls = [s.agent for s in trace.steps if s.kind != "start"]
+            assert calls == sorted(calls, key=calls.index), "not a serial run"
+            assert len(set(calls)) == 2 and calls[0] != calls[-1]
+            out[ran_first(trace)] = (o.state, trace)
+    assert len(out) == 2
+    return out
 
 
 # -- the model's own arithmetic -----------------------------------------------------------------
@@ -84,33 +97,34 @@ def test_engine_protocol():
 # -- serial orders ------------------------------------------------------------------------------
 
 def test_serial_add_add_takes_consecutive_ids():
-    s, _ = serial_state(atommem(), "add-add", ("A", "B"))
-    assert facts(s) == [("F1", BERLIN), ("F2", CAT), ("F3", ACME), ("F4", VIOLIN)]
-    s, _ = serial_state(atommem(), "add-add", ("B", "A"))
-    assert facts(s) == [("F1", BERLIN), ("F2", CAT), ("F3", VIOLIN), ("F4", ACME)]
+    runs = serial_states(atommem(), "add-add")
+    assert facts(runs["A"][0]) == [("F1", BERLIN), ("F2", CAT), ("F3", ACME), ("F4", VIOLIN)]
+    assert facts(runs["B"][0]) == [("F1", BERLIN), ("F2", CAT), ("F3", VIOLIN), ("F4", ACME)]
 
 
 def test_serial_contradictions_overwrite_in_place_without_history():
-    s, _ = serial_state(atommem(), "contradict-same-fact", ("A", "B"))
-    assert facts(s) == [("F1", ROME), ("F2", CAT)]  # Berlin and Paris leave no trace (N3 by design)
-    s, _ = serial_state(atommem(), "contradict-same-fact", ("B", "A"))
-    assert facts(s) == [("F1", PARIS), ("F2", CAT)]
-    s, _ = serial_state(atommem(), "contradict-vs-add", ("A", "B"))
-    assert facts(s) == [("F1", PARIS), ("F2", CAT), ("F3", ACME)]
+    runs = serial_states(atommem(), "contradict-same-fact")
+    assert facts(runs["A"][0]) == [("F1", ROME), ("F2", CAT)]  # Berlin and Paris leave no trace (N3 by design)
+    assert facts(runs["B"][0]) == [("F1", PARIS), ("F2", CAT)]
+    for s, _ in serial_states(atommem(), "contradict-vs-add").values():
+        assert facts(s) == [("F1", PARIS), ("F2", CAT), ("F3", ACME)]
 
 
 def test_serial_duplicate_is_ignored_and_one_event_groups_dog_and_cat():
-    s, trace = serial_state(atommem(), "duplicate-add", ("A", "B"))
-    assert facts(s) == [("F1", BERLIN), ("F2", CAT), ("F3", DOG)]
-    assert [e[:2] for e in s["events"]] == [["E1", ["F2", "F3"]]]
-    assert trace.results["B"]["results"][0]["action"] == "IGNORE"
+    for first, (s, trace) in serial_states(atommem(), "duplicate-add").items():
+        assert facts(s) == [("F1", BERLIN), ("F2", CAT), ("F3", DOG)]
+        assert [e[:2] for e in s["events"]] == [["E1", ["F2", "F3"]]]
+        second = "B" if first == "A" else "A"
+        assert trace.results[first]["results"][0]["action"] == "CREATE"
+        assert trace.results[second]["results"][0]["action"] == "IGNORE"
 
 
 def test_serial_profile_batch_clears_flags_of_what_it_profiled():
-    s, _ = serial_state(atommem(), "profile-batch-vs-add", ("P", "W"))
+    runs = serial_states(atommem(), "profile-batch-vs-add")
+    s = runs["P"][0]
     assert [p[1:] for p in s["profiles"]] == [["Alice", f"Alice: {BERLIN}", ["F1"]]]
     assert [(f[0], f[5]) for f in s["facts"]] == [("F1", False), ("F2", False), ("F3", True)]
-    s, _ = serial_state(atommem(), "profile-batch-vs-add", ("W", "P"))
+    s = runs["W"][0]
     assert [p[3] for p in s["profiles"]] == [["F1"], ["F3"]]
     assert not any(f[5] for f in s["facts"])
 
@@ -159,10 +173,11 @@ def test_a_pure_reader_crashes_on_a_truncated_file():
     """The writer runs up to its truncating open, then the reader reads the empty file."""
     with TrialRunner(atommem(), "search-vs-add") as r:
         crashed = []
-        for k in range(30):
-            res = r.trial(TapeChooser([1] + [0] * k + [1] + [0] * 60))
-            if res.outcome.errors.get("R") == "JSONDecodeError":
-                crashed.append(res)
+        for first in (0, 1):
+            for k in range(30):
+                res = r.trial(TapeChooser([first] + [0] * k + [1] + [0] * 60))
+                if res.outcome.errors.get("R") == "JSONDecodeError":
+                    crashed.append(res)
         assert crashed
         kinds = [(s.agent, s.kind) for s in crashed[0].trace.steps]
         assert ("W", "file-open-w") in kinds and kinds.index(("W", "file-open-w")) < kinds.index(("R", "file-read"))
@@ -176,9 +191,9 @@ def test_concurrent_rejudging_of_one_contradiction_disagrees_N1():
     assert make("A").vote(pair).index != make("B").vote(pair).index  # this seed's two first calls disagree
     eng = AtomMemModel(judge=make)
     with TrialRunner(eng, "rejudge") as r:
-        trace, _ = r.run(SerialChooser(("A", "B")), agents=("A", "B"))
-        votes = [v for a in ("A", "B") for v in trace.results[a]["votes"]]
-        assert len(votes) == 1
+        for order in (("A", "B"), ("B", "A")):
+            trace, _ = r.run(SerialChooser(order), agents=order)
+            assert len([v for a in order for v in trace.results[a]["votes"]]) == 1
         disagreements = 0
         for seed in range(TRIALS):
             res = r.trial(TapeChooser(tape(seed)))
