@@ -774,7 +774,8 @@ def _scenarios(engine: AtomMemModel) -> dict[str, Scenario]:
                  "cat): a fact cannot be stored twice (a load after the other's save sees the duplicate, a load "
                  "before it is overwritten), but the event file can: both create an event for (dog, cat)",
                  ("A", "B"), calls({"A": (("add", DOG),), "B": (("add", DOG),)}), seeded(BERLIN, CAT), False,
-                 (torn_write(), duplicate_facts(), duplicate_events(), dangling_events(), id_collision()), ("duplicate-insert",)),
+                 (torn_write(), duplicate_facts(), duplicate_events(), dangling_events(), id_collision()),
+                 ("duplicate-insert",)),
         Scenario("search-vs-add", "a reader's search loads the three files while a writer truncates and rewrites "
                  "them: the reader can read an empty file and fail with JSONDecodeError (a read-only call that "
                  "fails is a clean abort, so the harness counts the outcome as serializable)",
