@@ -55,7 +55,8 @@ class Server:
         return self.seam is None
 
     def connect(self, *, schema: str | None = None, autocommit: bool = True,
-                deadlock_timeout_ms: int | None = None, application_name: str = "toki") -> psycopg.Connection:
+                deadlock_timeout_ms: int | None = None, application_name: str = "toki",
+                connection_class: type[psycopg.Connection] = psycopg.Connection) -> psycopg.Connection:
         """A new connection; ``schema`` becomes the search path.
 
         Commits skip the WAL flush (synchronous_commit=off): it changes durability after a
@@ -68,8 +69,8 @@ class Server:
         if deadlock_timeout_ms is not None and self.is_superuser:
             opts.append(f"-c deadlock_timeout={int(deadlock_timeout_ms)}ms")
         try:
-            return psycopg.connect(self.dsn, autocommit=autocommit, options=" ".join(opts),
-                                   application_name=application_name, connect_timeout=10)
+            return connection_class.connect(self.dsn, autocommit=autocommit, options=" ".join(opts),
+                                            application_name=application_name, connect_timeout=10)
         except psycopg.OperationalError as e:
             raise DatabaseUnavailable(
                 f"cannot connect to PostgreSQL at {self.where} (chosen by {self.how}): {str(e).strip().splitlines()[0]}",

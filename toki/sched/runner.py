@@ -1,11 +1,14 @@
 """The barrier-controlled runner (DESIGN §3, §4.1, §4.2).
 
-One connection per session, each driven by its own worker thread, so a statement is sent
-without the runner waiting on it. After sending a step the runner waits until it either
-completes or an observer connection reports it blocked on one of the other sessions
-(``pg_isolation_test_session_is_blocked``, as PostgreSQL's isolation tester does); it never
-sleeps a fixed time to "let it block". After every step it settles earlier blocked steps: a step
-the observer no longer reports blocked is waited for, and records ``completed_at``.
+One connection per session. Each step runs in a greenlet of its session on the runner's own
+thread (:mod:`toki.sched.green`): a query is sent, and while libpq waits for the answer the
+runner waits on the socket itself, as PostgreSQL's isolation tester does with its asynchronous
+libpq calls. A step that has not completed within a short window is either slow or waiting on a
+lock: only then does the runner ask an observer connection
+(``pg_isolation_test_session_is_blocked``); it never sleeps a fixed time to "let it block".
+After a step that may have released locks (a commit, a rollback, an error, an unlock) it asks
+again about earlier blocked steps: one the observer no longer reports blocked is waited for, and
+records ``completed_at``.
 
 Sessions get a low ``deadlock_timeout`` so deadlocks resolve in milliseconds. Errors are
 classified by SQLSTATE. A step that neither completes nor blocks within the per-step limit is
@@ -19,8 +22,6 @@ import re
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as fwait
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -38,6 +39,7 @@ from toki.judges.base import SimulatedJudge
 from toki.levels import Level, parse_level
 from toki.model import Fact
 from toki.operators import set_key
+from toki.sched.green import GreenConnection, Task, Worker, poll_any
 from toki.sched.schedule import Schedule, Step
 
 DEADLOCK_TIMEOUT_MS = 20
@@ -45,6 +47,10 @@ STEP_LIMIT_S = 10.0
 _BEGIN = re.compile(r"^\s*(begin|start\s+transaction)(\s+(transaction|work))?\s*;?\s*$", re.I)
 _COMMIT = re.compile(r"^\s*(commit|end)(\s+(transaction|work))?\s*;?\s*$", re.I)
 _ROLLBACK = re.compile(r"^\s*(rollback|abort)(\s+(transaction|work))?\s*;?\s*$", re.I)
+# SQL after which a blocked session may have been released (a lock ended by something other than
+# the end of a transaction, which the connection's status shows)
+_RELEASES = re.compile(r"\b(commit|rollback|abort|end|release|unlock|prepare|savepoint|cancel|terminate)", re.I)
+FIRST_WINDOW_S = 0.0005  # a local statement answers in ~0.1 ms: silence beyond this asks the observer
 
 
 def jsonable(v: Any) -> Any:
@@ -123,25 +129,27 @@ class RunResult:
 
 
 class _Session:
-    """A connection and the worker thread that sends its statements."""
+    """A connection (a GreenConnection: its steps run as tasks on the runner's thread)."""
 
     def __init__(self, name: str, conn: psycopg.Connection):
         self.name = name
         self.conn = conn
         self.pid = conn.info.backend_pid
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"toki-{name}")
+        self.worker = Worker()
         self.reset()
 
     def reset(self) -> None:
         self.state = "idle"
         self.txn: WriteTxn | None = None
         self.txns: list[WriteTxn] = []
-        self.pending: tuple[int, Future] | None = None
+        self.pending: tuple[int, Task] | None = None
         self.deferred: deque[int] = deque()
         self.ctx: dict[str, Any] = {}  # per-run scratch space of "call" steps (values read, ops done)
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pending = None
+        with contextlib.suppress(Exception):
+            self.worker.kill()
         with contextlib.suppress(Exception):
             self.conn.close()
 
@@ -183,7 +191,7 @@ class Lane:
         s = self.sessions.get(name)
         if s is None or s.conn.closed:
             conn = self.server.connect(schema=self.schema, deadlock_timeout_ms=self.deadlock_timeout_ms,
-                                       application_name=f"toki-{name}")
+                                       application_name=f"toki-{name}", connection_class=GreenConnection)
             s = self.sessions[name] = _Session(name, conn)
         return s
 
@@ -372,6 +380,7 @@ class _Execution:
         self.executed: list[int] = []
         self.pids = {n: s.pid for n, s in sessions.items()}
         self.clock = 0  # index of the step most recently issued in file order
+        self.released = False  # a step completed that may have released another session's lock
 
     # -- driving ------------------------------------------------------------------------------
     def go(self) -> None:
@@ -406,35 +415,36 @@ class _Execution:
     def _issue(self, idx: int) -> None:
         step = self.s.steps[idx]
         sess = self.sessions[step.session]
-        fut = sess.pool.submit(self._execute, sess, step, idx)
-        sess.pending = (idx, fut)
+        task = sess.worker.start(self._execute, sess, step, idx)  # runs until it first waits on the server
+        sess.pending = (idx, task)
         self.executed.append(idx)
-        self._await_issued(sess, idx, fut)
+        self._await_issued(sess, idx, task)
 
     def _others(self, sess: _Session) -> list[int]:
         return [pid for name, pid in self.pids.items() if name != sess.name]
 
-    def _await_issued(self, sess: _Session, idx: int, fut: Future) -> None:
+    def _await_issued(self, sess: _Session, idx: int, task: Task) -> None:
         """Return once the step completed or is known to be blocked on another session."""
         deadline = time.monotonic() + self.r.step_limit_s
         step = self.s.steps[idx]
-        delay = 0.0002
+        window = FIRST_WINDOW_S
         while True:
-            fwait([fut], timeout=delay)
-            if fut.done():
-                self._complete(sess, idx, fut, at=idx)
+            if task.poll(window):
+                self._complete(sess, idx, task, at=idx)
                 return
             if step.star_marker or self.lane.is_blocked(sess.pid, self._others(sess)):
                 others_blocked = [s for s in self.sessions.values() if s is not sess and s.pending]
                 if others_blocked and (step.star_marker or self.lane.in_wait_cycle(sess.pid, list(self.pids.values()))):
                     # Possibly a deadlock: give the detector (deadlock_timeout) time to break it.
-                    fwait([fut] + [s.pending[1] for s in others_blocked],
-                          timeout=3 * self.lane.deadlock_timeout_ms / 1000 + 0.02)
-                    if fut.done():
+                    end = time.monotonic() + 3 * self.lane.deadlock_timeout_ms / 1000 + 0.02
+                    tasks = [task] + [s.pending[1] for s in others_blocked]
+                    while not task.done() and time.monotonic() < end:
+                        poll_any(tasks, end - time.monotonic())
+                    if task.done():
                         # isolationtester's (*) marker: the step is reported as waiting even when
                         # it finishes within the deadlock window (the detector reordered a queue).
                         self.results[idx].blocked = step.star_marker
-                        self._complete(sess, idx, fut, at=idx)
+                        self._complete(sess, idx, task, at=idx)
                         return
                 self.results[idx].blocked = True
                 return
@@ -444,14 +454,18 @@ class _Execution:
                     f"{self.s.source}: step {idx} ({step.describe()}) neither finished nor blocked "
                     f"within {self.r.step_limit_s:g}s",
                     fix="the statement hangs (or waits on something outside the schedule); fix it or raise --step-limit")
-            delay = min(delay * 2, 0.01)
+            window = min(window * 2, 0.01)
 
     def _settle(self, wait_any: bool = False) -> bool:
         """Collect blocked steps that have finished; issue deferred steps. True if anything moved."""
+        if not wait_any and not any(s.pending is not None or s.deferred for s in self.sessions.values()):
+            self.released = False
+            return False
         moved = False
         progress = True
         while progress:
             progress = False
+            recheck, self.released = self.released or wait_any, False
             for sess in self.sessions.values():
                 if sess.pending is None:
                     if sess.deferred:
@@ -459,46 +473,50 @@ class _Execution:
                         self._issue(nxt)
                         progress = moved = True
                     continue
-                idx, fut = sess.pending
-                if not fut.done() and not self.lane.is_blocked(sess.pid, self._others(sess)):
+                idx, task = sess.pending
+                if not task.poll(0.0) and recheck and not self.lane.is_blocked(sess.pid, self._others(sess)):
                     # Released: it is running now; wait for it to finish (or block again).
                     deadline = time.monotonic() + self.r.step_limit_s
-                    while not fut.done():
-                        fwait([fut], timeout=0.002)
-                        if fut.done() or self.lane.is_blocked(sess.pid, self._others(sess)):
+                    while not task.poll(0.002):
+                        if self.lane.is_blocked(sess.pid, self._others(sess)):
                             break
                         if time.monotonic() > deadline:
                             self._cancel(sess)
                             raise StepTimeout(f"{self.s.source}: step {idx} ({self.s.steps[idx].describe()}) "
                                               f"did not finish within {self.r.step_limit_s:g}s after it was released",
                                               fix="raise --step-limit or look for a hang")
-                if fut.done():
-                    self._complete(sess, idx, fut, at=self.clock)
+                if task.done():
+                    self._complete(sess, idx, task, at=self.clock)
                     progress = moved = True
         if not moved and wait_any:
-            futs = [s.pending[1] for s in self.sessions.values() if s.pending]
-            if futs:
-                fwait(futs, timeout=0.05, return_when="FIRST_COMPLETED")
-                moved = any(f.done() for f in futs)
-                if moved:
-                    self._settle()
+            tasks = [s.pending[1] for s in self.sessions.values() if s.pending]
+            if tasks and poll_any(tasks, 0.05):
+                self.released = True
+                self._settle()
+                moved = True
         return moved
 
-    def _complete(self, sess: _Session, idx: int, fut: Future, *, at: int) -> None:
+    def _complete(self, sess: _Session, idx: int, task: Task, *, at: int) -> None:
         res = self.results[idx]
         res.completed_at = at if res.blocked else idx
         sess.pending = None
+        step = self.s.steps[idx]
         try:
-            rows, status_msg = fut.result()
+            rows, status_msg = task.result()
             res.status, res.rows = "ok", rows
-            self._track_ok(sess, self.s.steps[idx], status_msg)
+            self._track_ok(sess, step, status_msg)
+            if (sess.conn.info.transaction_status != TransactionStatus.INTRANS
+                    or (step.op is not None and step.op != "call") or _RELEASES.search(step.sql or "")):
+                self.released = True
         except psycopg.Error as e:
             res.status, res.sqlstate, res.error = "error", e.sqlstate, _msg(e)
             self._track_error(sess)
+            self.released = True
         except TokiError as e:
             res.status, res.error = "error", str(e)
             res.sqlstate = getattr(e, "sqlstate", None)
             self._track_error(sess)
+            self.released = True
 
     # -- session state --------------------------------------------------------------------
     def _track_ok(self, sess: _Session, step: Step, status_msg: str | None) -> None:
@@ -636,7 +654,7 @@ class _Execution:
         for sess in self.sessions.values():
             if sess.pending is not None:
                 self._cancel(sess)
-                fwait([sess.pending[1]], timeout=5)
+                sess.pending[1].poll(5)
                 sess.pending = None
         for sess in self.sessions.values():
             tx = sess.conn.info.transaction_status
