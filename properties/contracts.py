@@ -69,6 +69,7 @@ FINAL = [
     "select request_hash, chosen_index, status from callback_log order by 1",
 ]
 _RESET = "; ".join(f"delete from {t}" for t in dbschema.TABLES)
+NO_OUTCOME = "unverifiable"  # the prefix of findings that say the adapter reported nothing
 
 
 # -- workloads ------------------------------------------------------------------------------
@@ -396,7 +397,7 @@ class Verdict:
     anomaly: str
     precondition: str
     at_or_above: bool
-    status: str  # holds | violated | found | not-found | no-weaker-level
+    status: str  # holds | violated | found | not-found | no-weaker-level | unverifiable
     examples: int = 0
     budget: int = 0
     seed: int = 0
@@ -473,11 +474,13 @@ class ContractChecker:
         agents = [a.session for a in w.agents]
         native = getattr(self.adapter, "native_ops", False)
         committed = [s for s in agents if s not in failed and (not native or result.sessions.get(s) == "committed")]
-        outcomes = {}
+        outcomes, silent = {}, []
         for s in committed:
             o = result.outcomes.get(s) if native else result.contexts.get(s, {}).get("outcome")
             if o is not None:
                 outcomes[s] = o
+            else:
+                silent.append(s)
         conn = lane.admin
         confirmed = {}
         if w.operator == "await":
@@ -492,6 +495,12 @@ class ContractChecker:
             policies=conn.execute("select set_key, chosen_index, active, policy_id from policy").fetchall(),
             callbacks=conn.execute("select request_hash, chosen_index, status from callback_log").fetchall(),
             confirmed_before_write=confirmed)
+        # Fail closed: a detector that is told nothing finds nothing, so silence must not pass.
+        anomalies.extend(f"{NO_OUTCOME}: {s} committed, but its write() reported no outcome (return a "
+                         "toki.db.store.WriteOutcome: action, fact_id, winner_id, loser_id, at)" for s in silent)
+        if committed and not read_rows(conn, None if native else self.adapter):
+            anomalies.append(f"{NO_OUTCOME}: {len(committed)} write(s) committed, but the memory read back is "
+                             "empty (agent_memory, or the adapter's rows(conn))")
         return Trial(w, sched, result, anomalies, committed)
 
     # -- witnesses --------------------------------------------------------------------------
@@ -577,6 +586,9 @@ def check(checker: ContractChecker, operator: str | None = None, level: Level | 
     else:
         v.status = "violated" if above else "found"
         v.witness = checker.witness(example)
+        if v.witness.anomalies and all(a.startswith(NO_OUTCOME) for a in v.witness.anomalies):
+            v.status = "unverifiable"
+            v.note = "the adapter reports nothing a detector can check: a contract told nothing cannot hold"
         if replay:
             checker.replay(v.witness)
         if above:

@@ -90,3 +90,24 @@ def unsafe() -> Engine:
 
 def locking() -> Engine:
     return Engine(lock=True)
+
+
+class _SilentTxn(_Txn):
+    def write(self):
+        super().write()  # writes exactly as the unsafe engine does, then reports nothing
+
+
+class SilentEngine(Engine):
+    """The unsafe engine whose write() returns None: a check told nothing must not pass it."""
+
+    def __init__(self):
+        super().__init__(lock=False)
+        self.name = "silent-unsafe-lww"
+
+    def begin(self, conn, fact, level):
+        conn.execute(f"begin isolation level {level.isolation.sql}")
+        return _SilentTxn(self, conn, fact)
+
+
+def silent() -> SilentEngine:
+    return SilentEngine()

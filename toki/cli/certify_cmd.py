@@ -128,7 +128,7 @@ def run_adapter(args, out) -> int:
         emit_json(doc, out, None if args.json == "-" else args.json)
         if args.json == "-":
             return 0 if v.contract_holds else 1
-    verdict = "holds" if v.contract_holds else "VIOLATED"
+    verdict = "holds" if v.contract_holds else ("UNVERIFIABLE" if v.status == "unverifiable" else "VIOLATED")
     table(out, f"toki certify {args.adapter} at {level.name}",
           ["operator", "precondition", "level", "anomaly", "examples", "verdict"],
           [(op, pre.name, level.name, v.anomaly, f"{v.examples} (budget {n}, seed {args.seed})", verdict)])

@@ -88,6 +88,9 @@ class Chooser:
         """Every agent is blocked on SQLITE_BUSY: who gets the error."""
         return blocked[-1]
 
+    def forced(self, agent: str) -> None:
+        """A grant that was no choice (an agent starting up) was made."""
+
 
 class SerialChooser(Chooser):
     """Runs agents one after another, in ``order``: a serial execution."""
@@ -134,7 +137,15 @@ class ReplayChooser(Chooser):
 
     def __init__(self, grants: Sequence[str]):
         self.grants, self.pos = list(grants), 0
-        self.victims: list[str] = []
+
+    def forced(self, agent: str) -> None:
+        if self.pos >= len(self.grants) or self.grants[self.pos] != agent:
+            raise ReplayDiverged(f"grant {self.pos} starts agent {agent!r}, the recording does not",
+                                 fix="the engine or its version changed since the witness was recorded")
+        self.pos += 1
+
+    def victim(self, blocked):
+        return self.choose(blocked, None)
 
     def choose(self, eligible, last):
         if self.pos >= len(self.grants):
@@ -201,6 +212,7 @@ class Controller:
         self._holder: _Agent | None = None  # the one agent allowed to run Python code
         self._failure: BaseException | None = None
         self._finished = False
+        self._progress = 0  # storage calls that completed (ok or failed); SQLITE_BUSY answers do not count
         self.pg_pids: set[int] = set()  # backends of every PostgreSQL connection the agents opened
 
     # -- called from agent threads (through the hooks) ----------------------------------------
@@ -229,7 +241,7 @@ class Controller:
                     with self._mutex:
                         if rec.waited_from is None:
                             rec.waited_from = rec.seq
-                        agent.busy_at, agent.deliver_busy = len(self.grants), False
+                        agent.busy_at, agent.deliver_busy = self._progress, False
                         self._stop_and_wait(agent)
                         agent.busy_at = None
                         if agent.deliver_busy:
@@ -260,6 +272,7 @@ class Controller:
 
     def _completed(self, agent: _Agent, rec: StepRecord) -> None:
         with self._mutex:
+            self._progress += 1
             rec.completed = len(self.grants) - 1
             agent.pg_pid = None
             if agent.state == "blocked-db":  # a PostgreSQL wait ended: run on only when granted
@@ -274,8 +287,8 @@ class Controller:
     def _eligible(self, a: _Agent) -> bool:
         if a.state != "waiting":
             return False
-        if a.busy_at is not None and a.busy_at >= len(self.grants):
-            return False  # SQLITE_BUSY: nobody has moved since
+        if a.busy_at is not None and a.busy_at >= self._progress:
+            return False  # SQLITE_BUSY: no call has completed since (a busy re-issue is no progress)
         if a.want_lock is not None and not a.want_lock.available_to(a.name):
             if a.pending is not None and a.pending.waited_from is None:
                 a.pending.waited_from, a.pending.blocked = len(self.grants), True
@@ -295,6 +308,13 @@ class Controller:
             return
         eligible = [a.name for a in live if self._eligible(a)]
         try:
+            starting = [n for n in eligible if self._agents[n].pending.kind == "start"]
+            if starting:  # running an agent up to its first storage call is no choice: it touches nothing
+                self.chooser.forced(starting[0])
+                last = self._last
+                self._grant(self._agents[starting[0]])
+                self._last = last
+                return
             if not eligible:
                 busy = [a.name for a in live if a.state == "waiting" and a.busy_at is not None]
                 if busy:  # a SQLite deadlock: someone's busy timeout runs out
@@ -407,6 +427,7 @@ class Controller:
         finally:
             _local.agent = None
             with self._mutex:
+                self._progress += 1  # an agent that ends releases what it held
                 a.state = "done"
                 if self._holder is a:
                     self._holder = None

@@ -11,7 +11,7 @@ An engine object has
 - ``state(handle)``: the engine's state as it answers through its public API, as JSON values
   (lists, dicts, strings, numbers) in a canonical order, with nothing run-specific in it
   (no wall-clock times, no random ids): two runs that leave the same memory give equal states;
-- optionally ``prepare(handle, agent)``: hand the engine instrumented locks in place of the
+- optionally ``prepare(handle, controller)``: hand the engine instrumented locks in place of the
   Python locks it guards its storage with (see :mod:`toki.engines.locks`).
 
 A :class:`Scenario` says what the agents do: ``setup(handle)`` seeds the store before the agents

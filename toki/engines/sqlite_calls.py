@@ -2,7 +2,8 @@
 :class:`ControlledConnection` (``sqlite3.connect(..., factory=...)``), so the engine keeps a real
 ``sqlite3.Connection`` and its own code runs unchanged.
 
-Connections get a busy timeout of 0: a statement that needs a lock another connection holds
+Connections get a busy timeout of 0 (and no same-thread check: handles are opened on the
+caller's thread, and the controller lets one agent run at a time): a statement that needs a lock another connection holds
 fails at once with SQLITE_BUSY, which the controller reads as "blocked" and re-issues once
 another agent has moved (a deterministic busy handler), instead of SQLite sleeping and retrying.
 """
@@ -84,6 +85,9 @@ def controlled_connect(database, *args, **kwargs):
     if factory is not None and factory is not sqlite3.Connection and not issubclass(factory, ControlledConnection):
         factory = type("Controlled" + factory.__name__, (ControlledConnection, factory), {})
     kwargs["factory"] = factory or ControlledConnection
+    # Handles are opened on the caller's thread and used on the agent's; the controller lets one
+    # agent run at a time, so sqlite3's same-thread check has nothing left to protect.
+    kwargs["check_same_thread"] = False
     if args:  # positional timeout is the first optional argument
         args = (0,) + tuple(args[1:])
     else:

@@ -45,7 +45,7 @@ class Witness:
 
     @property
     def context_switches(self) -> int:
-        return context_switches(self.grants)
+        return context_switches(self.steps)
 
     @classmethod
     def from_trial(cls, engine, scenario: str, trial: TrialResult, *, seed: int, budget: int,
