@@ -78,3 +78,17 @@ def test_pytest_helper_gates_on_the_contract(toki_certify):
     assert toki_certify(locking(), "RC", budget=20).contract_holds
     v = toki_certify(unsafe(), "RC", budget=60, expect="violated")
     assert v.witness is not None and v.witness.replayed
+
+
+def test_certify_fails_closed_on_an_adapter_that_reports_no_outcome():
+    """The unsafe adapter whose write() returns None: told nothing, the check must not pass."""
+    rc, out, err = _certify("--adapter", "tests.unsafe_adapter:silent", "--level", "RC", "--budget", "100",
+                            "--seed", "0")
+    assert rc == 1, out + err
+    assert "UNVERIFIABLE" in out or "VIOLATED" in out
+    assert "holds" not in out.split("┃")[-1]
+
+
+def test_certify_adapter_needs_a_level():
+    rc, out, err = _certify("--adapter", "tests.unsafe_adapter:unsafe")
+    assert rc == 2 and "--level" in err

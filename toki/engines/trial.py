@@ -32,18 +32,51 @@ def canonical(value: Any) -> str:
 class Outcome:
     """The state the agents leave, and which of them completed.
 
-    An agent whose call failed counts as not having run: its outcome is serializable when the
-    state equals a serial order of the agents that completed (a clean abort). A call that fails
-    half-way and leaves some of its writes behind therefore shows up as an anomaly.
+    An agent whose call was aborted cleanly (:func:`clean_abort`) counts as not having run: the
+    outcome is serializable when the state equals a serial order of the agents that completed.
+    A call that fails half-way and leaves some of its writes behind, or that fails in a way no
+    serial order fails, therefore shows up as an anomaly.
     """
 
     state: Any
     errors: dict[str, str]
     completed: tuple[str, ...] = ()
+    failed: dict[str, str] = field(default_factory=dict)  # errors that are not clean aborts
 
     @property
     def key(self) -> str:
-        return canonical({"state": self.state, "completed": sorted(self.completed)})
+        return canonical({"state": self.state, "completed": sorted(self.completed), "failed": self.failed})
+
+
+def clean_abort(exc: BaseException) -> bool:
+    """Did the engine refuse the call as a whole (a database abort, toki's own refusal)?
+
+    Such a failure is compared with serial runs of the agents that completed. Any other
+    failure (a crash on a torn file, an error half-way through) is part of the outcome, so it
+    is an anomaly unless a serial order fails the same way.
+    """
+    from toki.backends.base import ErrorKind
+    from toki.errors import DatabaseError, WriteRefused
+
+    aborts = {ErrorKind.BUSY, ErrorKind.BUSY_SNAPSHOT, ErrorKind.SERIALIZATION, ErrorKind.DEADLOCK,
+              ErrorKind.LOCK_TIMEOUT, ErrorKind.UNIQUE, ErrorKind.FAILED_TXN}
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, (WriteRefused, DatabaseError)):
+            return True
+        mod = type(e).__module__
+        if mod.startswith("sqlite3"):
+            from toki.backends.sqlite import classify
+            if classify(e).kind in aborts:
+                return True
+        elif mod.startswith("psycopg"):
+            from toki.backends.postgres import classify
+            if classify(e).kind in aborts:
+                return True
+        e = e.__cause__ or e.__context__
+    return False
 
 
 @dataclass
@@ -145,7 +178,8 @@ class TrialRunner:
         discard = getattr(eng, "discard", None)
         if callable(discard):
             discard(loc)
-        return trace, Outcome(state, trace.outcome_errors(), tuple(sorted(trace.results)))
+        failed = {a: type(e).__name__ for a, e in sorted(trace.errors.items()) if not clean_abort(e)}
+        return trace, Outcome(state, trace.outcome_errors(), tuple(sorted(trace.results)), failed)
 
     def _seed(self, loc: Path) -> None:
         """Run the scenario's setup; engines whose storage is their directory set up once and copy."""
@@ -203,6 +237,9 @@ class TrialRunner:
         findings = []
         for d in self.scenario.detectors:
             findings.extend(f"{d.anomaly}: {msg}" for msg in d.check(out.state, out.errors))
+        if not findings and out.failed:
+            findings.extend(f"failed-call: agent {a} failed with {e}, which no serial order of the same calls does "
+                            "(not a clean abort)" for a, e in out.failed.items())
         if not findings:
             findings.append("non-serializable: an outcome that no serial order of the same calls produces "
                             f"(serial orders give {len(serial)} distinct outcome(s))")
