@@ -4,14 +4,18 @@ Options: ``--toki-dsn DSN`` (else $TOKI_DSN, else the embedded PostgreSQL) and
 ``--toki-profile dev|ci|paper`` (load that Hypothesis profile, see
 :mod:`toki.properties.profiles`; without it the suite's own choice stands).
 Fixtures: ``toki_server`` (session-scoped :class:`toki.db.Server`), ``toki_store`` (a fresh
-:class:`toki.db.Store` in its own schema, dropped after the test) and ``toki_certify`` (certify
-a write-path adapter from a test)::
+:class:`toki.db.Store` in its own schema, dropped after the test), ``toki_certify`` (certify
+a write-path adapter from a test) and ``toki_certify_engine`` (certify an unmodified engine's
+scenario under the engine harness)::
 
     def test_my_engine_keeps_its_contract(toki_certify):
         toki_certify("mypkg.memory:adapter", level="RC")          # fails with the witness
 
     def test_my_engine_below_its_level(toki_certify):
         v = toki_certify(MyEngine(), level="RC", expect="violated")  # returns the Verdict
+
+    def test_my_engine_under_concurrency(toki_certify_engine):
+        toki_certify_engine("mypkg.toki_plugin:engine", "double-write")   # fails with the grants
 """
 
 from __future__ import annotations
@@ -78,5 +82,42 @@ def toki_certify(toki_server):
             pytest.fail(f"{v.adapter}: no {v.anomaly} found for {v.operator} at {v.level} in {v.examples} examples",
                         pytrace=False)
         return v
+
+    return run
+
+
+@pytest.fixture
+def toki_certify_engine():
+    """``certify_engine(engine, scenario, *, budget=100, seed=0, expect="excludes")``.
+
+    Runs ``scenario`` of ``engine`` (toki's name for it, a ``module:factory`` string, or an engine
+    object implementing :mod:`toki.engines.engine`) under the engine harness. With
+    ``expect="excludes"`` (default) the test fails when an anomaly is found, with the anomalies
+    and the minimal grant sequence in the message; with ``expect="admits"`` it fails when none is
+    found. An engine whose read-out is empty fails either way (a check told nothing cannot pass).
+    Returns the :class:`toki.engines.search.SearchResult`.
+    """
+    from toki.engines.registry import load_engine
+    from toki.engines.search import context_switches, search
+    from toki.engines.trial import TrialRunner
+
+    def run(engine, scenario, *, budget=100, seed=0, expect="excludes"):
+        if expect not in ("excludes", "admits"):
+            raise ValueError(f"expect={expect!r}: use 'excludes' or 'admits'")
+        if isinstance(engine, str):
+            engine = load_engine(None, engine) if ":" in engine else load_engine(engine, None)
+        with TrialRunner(engine, scenario) as runner:
+            res = search(runner, budget=budget, seed=seed)
+            if runner.silent:
+                pytest.fail(f"{engine.name} {scenario}: the engine's state() is empty in every serial order; "
+                            "a check told nothing cannot pass", pytrace=False)
+        if expect == "excludes" and res.admits:
+            f = res.found
+            pytest.fail(f"{engine.name} {scenario} admits: " + "; ".join(f.anomalies)
+                        + f"\nminimal interleaving ({context_switches(f.trace)} context switches), grants:\n"
+                        + " ".join(f.trace.grants), pytrace=False)
+        if expect == "admits" and not res.admits:
+            pytest.fail(f"{engine.name} {scenario}: no anomaly in {res.tried} examples", pytrace=False)
+        return res
 
     return run

@@ -82,3 +82,9 @@ def test_tokis_own_write_path_through_the_harness_agrees_with_the_contract_suite
             verdicts[sc] = search(tr, budget=12, seed=0).admits
     assert verdicts == {"lww-at-RC": False, "lww-unguarded-at-RC": True, "evi-at-SI": False,
                         "evi-empty-slot-at-SI": True}
+
+
+def test_pytest_plugin_gates_an_engine(toki_certify_engine):
+    res = toki_certify_engine("tests.toy_engine:counter", "increment", budget=30, expect="admits")
+    assert res.admits
+    toki_certify_engine("tests.toy_engine:counter_locked", "increment", budget=30)

@@ -10,18 +10,16 @@ another agent has moved (a deterministic busy handler), instead of SQLite sleepi
 
 from __future__ import annotations
 
-import re
 import sqlite3
 
 from toki.backends.sqlite import is_busy
 from toki.engines.controller import current_agent
 
-_WS = re.compile(r"\s+")
 _original_connect = sqlite3.connect
 
 
 def describe_sql(sql: str, limit: int = 120) -> str:
-    text = _WS.sub(" ", str(sql)).strip()
+    text = " ".join(str(sql)[: 3 * limit].split())  # engines send kilobyte statements: cut first
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -34,24 +32,27 @@ def sql_kind(sql: str) -> str:
     return "write"
 
 
-def _step(kind: str, detail: str, fn):
+def _step(kind: str, sql, fn):
     me = current_agent()
     if me is None:
         return fn()
-    return me[0].step(kind, detail, fn, busy=is_busy)
+    return me[0].step(kind(sql) if callable(kind) else kind, describe_sql(sql), fn, busy=is_busy)
+
+
+def _kind(sql) -> str:
+    return "sql-" + sql_kind(sql)
 
 
 class ControlledCursor(sqlite3.Cursor):
     def execute(self, sql, parameters=(), /):
-        return _step("sql-" + sql_kind(sql), describe_sql(sql), lambda: super(ControlledCursor, self).execute(sql, parameters))
+        return _step(_kind, sql, lambda: super(ControlledCursor, self).execute(sql, parameters))
 
     def executemany(self, sql, seq_of_parameters, /):
         rows = list(seq_of_parameters)
-        return _step("sql-write", describe_sql(sql) + f" ×{len(rows)}",
-                     lambda: super(ControlledCursor, self).executemany(sql, rows))
+        return _step("sql-write", f"{sql} ×{len(rows)}", lambda: super(ControlledCursor, self).executemany(sql, rows))
 
     def executescript(self, script, /):
-        return _step("sql-script", describe_sql(script), lambda: super(ControlledCursor, self).executescript(script))
+        return _step("sql-script", script, lambda: super(ControlledCursor, self).executescript(script))
 
 
 class ControlledConnection(sqlite3.Connection):
@@ -59,15 +60,15 @@ class ControlledConnection(sqlite3.Connection):
         return super().cursor(factory)
 
     def execute(self, sql, parameters=(), /):
-        return _step("sql-" + sql_kind(sql), describe_sql(sql), lambda: super(ControlledConnection, self).execute(sql, parameters))
+        return _step(_kind, sql, lambda: super(ControlledConnection, self).execute(sql, parameters))
 
     def executemany(self, sql, seq_of_parameters, /):
         rows = list(seq_of_parameters)
-        return _step("sql-write", describe_sql(sql) + f" ×{len(rows)}",
+        return _step("sql-write", f"{sql} ×{len(rows)}",
                      lambda: super(ControlledConnection, self).executemany(sql, rows))
 
     def executescript(self, script, /):
-        return _step("sql-script", describe_sql(script), lambda: super(ControlledConnection, self).executescript(script))
+        return _step("sql-script", script, lambda: super(ControlledConnection, self).executescript(script))
 
     def commit(self):
         hold = getattr(self, "hold_commits", 0)

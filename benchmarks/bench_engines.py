@@ -1,0 +1,118 @@
+"""What the engine harness costs, and how many interleavings it explores per second.
+
+    python benchmarks/bench_engines.py [--trials 200] [--json PATH]
+
+1. Per intercepted call: a SQLite ``select`` on a plain connection, the same on a controlled
+   connection from a thread outside any run (the pass-through), and as a granted step inside a
+   run (one agent: no switches; two agents alternating: a thread switch per step).
+2. SodaMem's own ``ingest`` of one utterance, bare and as one agent under the controller, per
+   intercepted call.
+3. Interleavings per second for two-agent SodaMem scenarios (random tapes, fresh storage each
+   trial, the state read back and compared with the serial outcomes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from toki.engines.controller import Controller, SerialChooser, TapeChooser  # noqa: E402
+from toki.engines.sqlite_calls import controlled_connect  # noqa: E402
+from toki.engines.trial import TrialRunner  # noqa: E402
+
+
+def per_call(n: int = 20000) -> dict:
+    d = Path(tempfile.mkdtemp())
+    plain = sqlite3.connect(d / "a.db")
+    plain.execute("create table t (x int)")
+    plain.execute("insert into t values (1)")
+    plain.commit()
+    ctl_conn = controlled_connect(str(d / "a.db"))
+    out = {}
+    for name, conn in (("plain sqlite3", plain), ("controlled, outside a run", ctl_conn)):
+        t = time.perf_counter()
+        for _ in range(n):
+            conn.execute("select x from t").fetchall()
+        out[name] = (time.perf_counter() - t) / n * 1e6
+
+    def agent(k):
+        def run():
+            for _ in range(k):
+                ctl_conn.execute("select x from t").fetchall()
+        return run
+
+    k = n // 4
+    t = time.perf_counter()
+    Controller(SerialChooser(["A"])).run({"A": agent(k)})
+    out["granted step, one agent"] = (time.perf_counter() - t) / k * 1e6
+    t = time.perf_counter()
+    Controller(TapeChooser([1] * (2 * k + 4))).run({"A": agent(k // 2), "B": agent(k // 2)})
+    out["granted step, two agents switching every step"] = (time.perf_counter() - t) / k * 1e6
+    return {key: round(v, 2) for key, v in out.items()}
+
+
+def sodamem_ingest(reps: int = 30) -> dict:
+    from toki.engines.registry import load_engine
+
+    eng = load_engine("sodamem")
+    sc = eng.scenarios["double-supersede"]
+    with TrialRunner(eng, sc) as tr:
+        bare, ctl, calls = [], [], []
+        for _ in range(reps):
+            loc = Path(tempfile.mkdtemp(dir=tr.workdir))
+            tr._seed(loc)  # noqa: SLF001 - the benchmark reuses the runner's seeding
+            h = eng.open(loc)
+            t = time.perf_counter()
+            sc.call(h, "A")
+            bare.append(time.perf_counter() - t)
+            eng.close(h)
+            trace, _ = tr.run(SerialChooser(["A"]), agents=("A",))
+            ctl.append(trace.elapsed_s)
+            calls.append(len(trace.steps) - 1)
+    b, c, n = statistics.median(bare), statistics.median(ctl), statistics.median(calls)
+    return {"intercepted calls per ingest": n, "bare ingest ms": round(b * 1e3, 2),
+            "controlled ingest ms": round(c * 1e3, 2), "harness cost per call us": round((c - b) / n * 1e6, 1)}
+
+
+def interleavings(trials: int) -> dict:
+    from toki.engines.registry import load_engine
+
+    out = {}
+    for name in ("sodamem", "sodamem-fixed"):
+        for sc in ("double-supersede", "patch-supersede"):
+            with TrialRunner(load_engine(name), sc) as tr:
+                tr.serial_outcomes()
+                rng = random.Random(0)
+                t = time.perf_counter()
+                grants = 0
+                for _ in range(trials):
+                    r = tr.trial(TapeChooser([rng.randrange(2) for _ in range(400)]))
+                    grants += len(r.trace.grants)
+                dt = time.perf_counter() - t
+            out[f"{name} {sc}"] = {"interleavings/s": round(trials / dt, 1), "grants/trial": round(grants / trials)}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--json", metavar="PATH")
+    args = ap.parse_args()
+    res = {"per call (us)": per_call(), "sodamem ingest": sodamem_ingest(),
+           "interleavings": interleavings(args.trials)}
+    print(json.dumps(res, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
