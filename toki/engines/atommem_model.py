@@ -648,6 +648,8 @@ def _texts(state) -> list[str]:
 def lost_facts(*texts: str) -> Detector:
     def check(state, errors):
         have = _texts(state)
+        if errors:  # a failed add never saved its fact: that is the failure, reported by torn_read
+            return []
         return [f"{t!r} is not in the facts file although its write returned: another agent's whole-file save "
                 "wrote back a list loaded before it" for t in texts if t not in have]
     return Detector("lost-update", check)
@@ -758,7 +760,7 @@ def _scenarios(engine: AtomMemModel) -> dict[str, Scenario]:
                  "Alice: both take id F3 from their session's list, and the second whole-file save writes back "
                  "a list without the first fact",
                  ("A", "B"), calls({"A": (("add", ACME),), "B": (("add", VIOLIN),)}), seeded(BERLIN, CAT), False,
-                 (torn_write(), lost_facts(ACME, VIOLIN), id_collision()), ("lost-update", "id-collision")),
+                 (torn_write(), torn_read(), lost_facts(ACME, VIOLIN), id_collision()), ("lost-update", "id-collision")),
         Scenario("contradict-same-fact", "two agents contradict 'Alice lives in Berlin' (F1) with Paris and Rome; "
                  "each overwrites F1 in place. The loser of the race is erased, but the final state is the one a "
                  "serial order leaves (the last overwrite), so the lost overwrite is invisible in the state; what "
@@ -769,7 +771,8 @@ def _scenarios(engine: AtomMemModel) -> dict[str, Scenario]:
         Scenario("contradict-vs-add", "one agent overwrites F1 (Berlin -> Paris) while another appends 'Alice "
                  "works at Acme': whichever saves last writes back its stale copy of the other's change. " + N3_NOTE,
                  ("A", "B"), calls({"A": (("add", PARIS),), "B": (("add", ACME),)}), seeded(BERLIN, CAT), False,
-                 (torn_write(), overwrite_undone(BERLIN, PARIS), lost_facts(ACME), id_collision()), ("lost-update",)),
+                 (torn_write(), torn_read(), overwrite_undone(BERLIN, PARIS), lost_facts(ACME), id_collision()),
+                 ("lost-update",)),
         Scenario("duplicate-add", "two agents add the same fact ('Alice has a dog', on the topic of the stored "
                  "cat): a fact cannot be stored twice (a load after the other's save sees the duplicate, a load "
                  "before it is overwritten), but the event file can: both create an event for (dog, cat)",
@@ -792,7 +795,7 @@ def _scenarios(engine: AtomMemModel) -> dict[str, Scenario]:
                  "the pending flags, save both) races a fact add: the batch's save can erase the new fact, or the "
                  "add's save can restore the flags the batch cleared",
                  ("P", "W"), calls({"P": (("end_session",),), "W": (("add", ACME),)}), seeded(BERLIN, CAT), False,
-                 (torn_write(), lost_facts(ACME), pending_but_profiled(), id_collision()), ("lost-update",)),
+                 (torn_write(), torn_read(), lost_facts(ACME), pending_but_profiled(), id_collision()), ("lost-update",)),
         Scenario("rejudge", "two agents add the same contradiction of F1 ('Alice lives in Paris'): serially the "
                  "second sees a duplicate and asks no LLM; concurrently both ask it about (Berlin, Paris). With a "
                  "temperature > 0 judge (engine option judge=wobbling_judge()) the two answers can differ: N1, "

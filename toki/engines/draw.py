@@ -10,6 +10,7 @@ waiting for a lock, or answered SQLITE_BUSY, is a hatched span.
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 
 from toki.engines.controller import StepRecord
@@ -38,7 +39,8 @@ _FILE = re.compile(r"'([^']+)'")
 def objects(step: StepRecord) -> set[str]:
     """Tables (or files) a step touches, read from its SQL or file operation."""
     if step.kind.startswith("file"):
-        return set(_FILE.findall(step.detail)[:1])
+        quoted = _FILE.findall(step.detail)
+        return set(quoted[:1]) if quoted else {step.detail.split()[-1]}
     return {m.lower() for m in _OBJ.findall(step.detail)}
 
 
@@ -76,11 +78,11 @@ def marked_steps(steps: list[StepRecord]) -> set[int]:
             if y_read.seq <= w1.seq or y_read.agent == w1.agent or f2 != "read" or not (o & o2):
                 continue
             w2 = next_write(w1.agent, y_read.seq, o)
-            wy = next_write(y_read.agent, y_read.seq, o & o2)
-            if w2 is not None and wy is not None:
+            if w2 is not None:  # Y may act on what it read (wy), or fail on it (a torn read)
+                wy = next_write(y_read.agent, y_read.seq, o & o2)
                 last_w1 = max((s for s, ff, oo in rw if s.agent == w1.agent and ff == "write" and oo & o2
                                and s.seq < y_read.seq), key=lambda s: s.seq)
-                marks.update({last_w1.seq, y_read.seq, wy.seq, w2.seq})
+                marks.update({last_w1.seq, y_read.seq, w2.seq} | ({wy.seq} if wy is not None else set()))
                 return marks
             break
     return marks
@@ -164,11 +166,13 @@ def draw(witness, path: str | Path, *, title: str | None = None) -> Path:
     ax.set_xlabel("storage calls in the order they were granted (runs of ordinary calls folded)")
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)
-    name = f"{witness.engine} {witness.version} ({witness.executed})"
+    version = witness.version if len(witness.version) <= 24 else witness.version[:23] + "…"
+    name = f"{witness.engine} {version} ({witness.executed})"
     head = title or f"{name}, scenario {witness.scenario}: {len(witness.grants)} grants, " \
                     f"{witness.context_switches} context switches"
     first = witness.anomalies[0] if witness.anomalies else "no anomaly"
-    ax.set_title(head + "\n" + (first if len(first) <= 150 else first[:149] + "…"), fontsize=9, loc="left")
+    lines = textwrap.wrap(first, width=int(width * 11))[:2]
+    ax.set_title("\n".join([head] + lines), fontsize=9, loc="left")
     ax.legend(handles=[Patch(facecolor=_FAMILY[f], edgecolor="#333333", label=f) for f in
                        ("read", "write", "commit", "lock", "start", "group")]
               + [Patch(facecolor="white", edgecolor="#d62728", linewidth=2, label="the anomaly's reads and writes")],
