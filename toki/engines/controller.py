@@ -108,14 +108,21 @@ class SerialChooser(Chooser):
 
 
 class TapeChooser(Chooser):
-    """Decisions from a tape of integers (what Hypothesis draws and shrinks).
+    """Decisions from a tape of small integers (what Hypothesis draws and shrinks).
 
-    Candidates are ordered with the agent that ran last first, so a 0 means "no context switch":
-    a tape that shrinks toward zeros and toward shorter shrinks toward fewer switches.
+    Without ``rate``, entry k picks among the eligible agents, the one that ran last first (so
+    0 means "no context switch"). With ``rate`` r, entries are 0..15 and an entry of at least
+    16 - 16/2**r switches to another agent: the run switches with probability 1/2**r at each
+    decision, so races that need one agent to run far before another interrupts it are likely
+    at high r. Either way entries shrink toward 0, which means "go on": a found anomaly shrinks
+    toward the fewest context switches.
     """
 
-    def __init__(self, tape: Sequence[int]):
-        self.tape, self.pos = list(tape), 0
+    SPAN = 16
+
+    def __init__(self, tape: Sequence[int], rate: int | None = None):
+        self.tape, self.pos, self.rate = list(tape), 0, rate
+        self.threshold = None if rate is None else self.SPAN - self.SPAN // (2 ** rate)
 
     def _next(self, n: int) -> int:
         v = self.tape[self.pos] if self.pos < len(self.tape) else 0
@@ -125,8 +132,14 @@ class TapeChooser(Chooser):
     def choose(self, eligible, last):
         if len(eligible) == 1:
             return eligible[0]
-        cands = ([last] if last in eligible else []) + [a for a in eligible if a != last]
-        return cands[self._next(len(cands))]
+        if self.threshold is None:
+            cands = ([last] if last in eligible else []) + [a for a in eligible if a != last]
+            return cands[self._next(len(cands))]
+        v = self._next(self.SPAN)
+        others = [a for a in eligible if a != last]
+        if last in eligible:
+            return last if v < self.threshold else others[(v - self.threshold) % len(others)]
+        return others[v % len(others)]
 
     def victim(self, blocked):
         return blocked[self._next(len(blocked))] if len(blocked) > 1 else blocked[0]

@@ -71,20 +71,21 @@ def marked_steps(steps: list[StepRecord]) -> set[int]:
             if wy is not None:
                 marks.update({x_read.seq, y_read.seq, wx.seq, wy.seq})
                 return marks
-    for w1, f, o in rw:  # a read of a half-done write
-        if f != "write" or not o:
-            continue
-        for y_read, f2, o2 in rw:
-            if y_read.seq <= w1.seq or y_read.agent == w1.agent or f2 != "read" or not (o & o2):
+    for need_act in (True, False):  # a read of a half-done write, acted on (else failed on: a torn read)
+        for w1, f, o in rw:
+            if f != "write" or not o:
                 continue
-            w2 = next_write(w1.agent, y_read.seq, o)
-            if w2 is not None:  # Y may act on what it read (wy), or fail on it (a torn read)
+            for y_read, f2, o2 in rw:
+                if y_read.seq <= w1.seq or y_read.agent == w1.agent or f2 != "read" or not (o & o2):
+                    continue
+                w2 = next_write(w1.agent, y_read.seq, o)
                 wy = next_write(y_read.agent, y_read.seq, o & o2)
-                last_w1 = max((s for s, ff, oo in rw if s.agent == w1.agent and ff == "write" and oo & o2
-                               and s.seq < y_read.seq), key=lambda s: s.seq)
-                marks.update({last_w1.seq, y_read.seq, w2.seq} | ({wy.seq} if wy is not None else set()))
-                return marks
-            break
+                if w2 is not None and (wy is not None or not need_act):
+                    last_w1 = max((s for s, ff, oo in rw if s.agent == w1.agent and ff == "write" and oo & o2
+                                   and s.seq < y_read.seq), key=lambda s: s.seq)
+                    marks.update({last_w1.seq, y_read.seq, w2.seq} | ({wy.seq} if wy is not None else set()))
+                    return marks
+                break
     return marks
 
 

@@ -16,7 +16,9 @@ An engine object has
 
 A :class:`Scenario` says what the agents do: ``setup(handle)`` seeds the store before the agents
 start (not scheduled), and ``call(handle, agent)`` makes one agent's calls on the engine's
-public API. ``detectors`` name what went wrong in a state that no serial order produces.
+public API. ``detectors`` name what went wrong in a state that no serial order produces. With
+``observe=True`` what each call returns (JSON values) is part of the outcome, so a read that
+returns what no serial order would show is an anomaly too.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ class Detector:
     """A named check over a final state: returns one message per finding ([] when clean)."""
 
     anomaly: str  # e.g. "double-supersede", "lost-update", "N3", "id-collision", "duplicate-insert"
-    check: Callable[[Any, dict], list[str]]  # (state, outcome errors) -> findings
+    check: Callable[..., list[str]]  # (state, outcome errors[, observed]) -> findings
+    observes: bool = False  # check also gets what each agent's call returned (observe=True scenarios)
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class Scenario:
     shared: bool = False  # one handle shared by the agent threads, else one handle per agent
     detectors: tuple[Detector, ...] = ()
     anomalies: tuple[str, ...] = ()  # what this scenario is built to expose (for listings)
+    observe: bool = False  # what the calls return (JSON values) is part of the outcome: reads are judged too
 
 
 @runtime_checkable

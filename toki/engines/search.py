@@ -1,8 +1,8 @@
 """Search, shrink and replay interleavings of an engine scenario.
 
-Hypothesis draws a *tape*: one small integer per scheduling decision (0 continues the agent
-that ran last, k switches to the k-th other eligible agent). The tape is as long as the serial
-runs have decisions (with headroom), so generation switches often and finds races quickly;
+Hypothesis draws a *tape* (:class:`~toki.engines.controller.TapeChooser`): a switching rate,
+then one small integer per scheduling decision (low values continue the agent that ran last,
+high ones switch). The tape is as long as the serial runs have decisions (with headroom);
 shrinking lowers entries to 0, so a found anomaly shrinks toward the fewest context switches.
 The witness is the concrete grant sequence of the shrunk run, which
 :class:`~toki.engines.controller.ReplayChooser` re-executes exactly.
@@ -43,6 +43,7 @@ class SearchResult:
     shrinks: int = 0
     found: TrialResult | None = None
     tape: list[int] = field(default_factory=list)
+    rate: int | None = None
     elapsed_s: float = 0.0
     serial_orders: int = 0
 
@@ -62,47 +63,53 @@ def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = Tr
     res = SearchResult(runner.engine.name, runner.scenario.name, budget, seed,
                        serial_orders=sum(len(v) for v in serial.values()))
     generating = True
+    rate = 1
 
     def anomalous(tape: list[int]) -> bool:
-        r = runner.trial(TapeChooser(tape))
+        nonlocal generating
+        r = runner.trial(TapeChooser(tape, rate))
         if generating:
             res.tried += 1
         else:
             res.shrinks += 1
         if on_trial:
             on_trial(res.tried, not r.serializable)
+        if not r.serializable:
+            generating = False  # after the first hit, every call is a shrink
         return not r.serializable
 
-    tape_st = st.lists(st.integers(0, n_agents - 1), min_size=2 * decisions, max_size=2 * decisions)
+    tape_st = st.lists(st.integers(0, TapeChooser.SPAN - 1), min_size=2 * decisions, max_size=2 * decisions)
     phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
-
-    def stop_counting(tape):  # called once per example; after the first hit, every call is a shrink
-        nonlocal generating
-        hit = anomalous(tape)
-        if hit:
-            generating = False
-        return hit
-
-    try:
-        tape = find(tape_st, stop_counting,
-                    settings=settings(max_examples=budget, deadline=None, database=None, derandomize=False,
-                                      phases=phases, suppress_health_check=list(HealthCheck),
-                                      report_multiple_bugs=False),
-                    random=random.Random(seed))
-    except (NoSuchExample, Unsatisfiable):
-        tape = None
+    tape = None
+    # The budget is split over four switching rates (1/2, 1/16, 1/4, 1/8 per decision): Hypothesis
+    # draws the decisions, the rate decides how often they interrupt the running agent.
+    for i, rate in enumerate((1, 4, 2, 3)):
+        share = budget // 4 + (1 if i < budget % 4 else 0)
+        if share < 1:
+            continue
+        try:
+            tape = find(tape_st, anomalous,
+                        settings=settings(max_examples=share, deadline=None, database=None, derandomize=False,
+                                          phases=phases, suppress_health_check=list(HealthCheck),
+                                          report_multiple_bugs=False),
+                        random=random.Random(seed * 4 + i))
+        except (NoSuchExample, Unsatisfiable):
+            tape = None
+        if tape is not None:
+            break
     if tape is not None:
-        found = runner.trial(TapeChooser(tape))
+        found = runner.trial(TapeChooser(tape, rate))
         if shrink:
-            tape, found = _fewer_switches(runner, list(tape), found, res)
+            tape, found = _fewer_switches(runner, list(tape), found, res, rate)
         res.tape = list(tape)
+        res.rate = rate
         res.found = found
     res.elapsed_s = time.perf_counter() - t0
     return res
 
 
 def _fewer_switches(runner: TrialRunner, tape: list[int], found: TrialResult, res: SearchResult,
-                    limit: int = 200) -> tuple[list[int], TrialResult]:
+                    rate: int | None = None, limit: int = 80) -> tuple[list[int], TrialResult]:
     """Hypothesis stops at a local minimum of its own order; finish with moves it does not try:
     drop a switch, or move it one decision earlier or later, while the run stays anomalous."""
     best = context_switches(found.trace)
@@ -119,7 +126,7 @@ def _fewer_switches(runner: TrialRunner, tape: list[int], found: TrialResult, re
                     cands.append(t)
             for t in cands:
                 tries += 1
-                r = runner.trial(TapeChooser(t))
+                r = runner.trial(TapeChooser(t, rate))
                 res.shrinks += 1
                 sw = context_switches(r.trace)
                 if not r.serializable and (sw < best or (sw == best and t < tape)):

@@ -232,6 +232,9 @@ def _perform(mem, what: tuple):
     if op == "supersede":
         loser, winner = (_fact_id_of(mem, x) for x in args)
         return mem.store.supersede_fact_event(loser, winner, user_id=USER)["superseded"]
+    if op == "current":  # what an agent reading the slot through the public API is told is true now
+        return sorted((f.object_entity_ids or [""])[0] for f in mem.store.get_all_fact_events(USER)
+                      if f.predicate_canonical == args[0])
     if op == "archive":
         return mem.store.archive_fact_event(_fact_id_of(mem, args[0]), user_id=USER)["deleted"]
     if op == "delete":
@@ -292,6 +295,21 @@ def resurrected(obj: str) -> Detector:
 _PREFS = ("I prefer tea.", "I like juice.", "I like cocoa.")
 
 
+def belief_read(predicate: str, reader: str) -> Detector:
+    """N2 on SodaMem: a reader told something no serial order of the same calls shows."""
+    def check(state, errors, observed):
+        seen = observed.get(reader)
+        if seen is None:
+            return []
+        if not seen:
+            return [f"{reader} read slot (alice, {predicate}) while a supersede was half done and was told it has "
+                    "no current value (serially it sees the old value or the new one)"]
+        if len(seen) > 1:
+            return [f"{reader} was told {seen} are all current"]
+        return []
+    return Detector("N2", check, observes=True)
+
+
 def _scenarios(engine: SodaMemEngine) -> dict[str, Scenario]:
     def ingest_setup(*texts):
         def setup(mem):
@@ -333,6 +351,10 @@ def _scenarios(engine: SodaMemEngine) -> dict[str, Scenario]:
                  ("A", "B"), calls({"A": ("supersede", "tea", "juice"), "B": ("supersede", "tea", "cocoa")}),
                  ingest_setup(*_PREFS), False,
                  (lost_write("lost-update"),), ("lost-update",)),
+        Scenario("read-during-supersede", "agent A ingests 'I moved to Rome' over 'I live in Berlin' while agent R "
+                 "asks which lives_in facts are current (get_all_fact_events): serially R sees Berlin or Rome",
+                 ("A", "R"), calls({"A": ("ingest", "I moved to Rome."), "R": ("current", "lives_in")}),
+                 ingest_setup("I live in Berlin."), False, (belief_read("lives_in", "R"),), ("N2",), observe=True),
         Scenario("archive-vs-supersede", "one agent archives 'tea' while another PATCH-supersedes it with 'juice'",
                  ("A", "B"), calls({"A": ("archive", "tea"), "B": ("supersede", "tea", "juice")}),
                  ingest_setup(*_PREFS), False, (), ("lost-update",)),

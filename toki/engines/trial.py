@@ -42,10 +42,12 @@ class Outcome:
     errors: dict[str, str]
     completed: tuple[str, ...] = ()
     failed: dict[str, str] = field(default_factory=dict)  # errors that are not clean aborts
+    observed: dict[str, Any] | None = None  # what each completed call returned (observe=True scenarios)
 
     @property
     def key(self) -> str:
-        return canonical({"state": self.state, "completed": sorted(self.completed), "failed": self.failed})
+        return canonical({"state": self.state, "completed": sorted(self.completed), "failed": self.failed,
+                          "observed": self.observed})
 
 
 def clean_abort(exc: BaseException) -> bool:
@@ -179,7 +181,8 @@ class TrialRunner:
         if callable(discard):
             discard(loc)
         failed = {a: type(e).__name__ for a, e in sorted(trace.errors.items()) if not clean_abort(e)}
-        return trace, Outcome(state, trace.outcome_errors(), tuple(sorted(trace.results)), failed)
+        observed = {a: trace.results[a] for a in sorted(trace.results)} if sc.observe else None
+        return trace, Outcome(state, trace.outcome_errors(), tuple(sorted(trace.results)), failed, observed)
 
     def _seed(self, loc: Path) -> None:
         """Run the scenario's setup; engines whose storage is their directory set up once and copy."""
@@ -236,7 +239,8 @@ class TrialRunner:
             return TrialResult(trace, out, [], True)
         findings = []
         for d in self.scenario.detectors:
-            findings.extend(f"{d.anomaly}: {msg}" for msg in d.check(out.state, out.errors))
+            msgs = d.check(out.state, out.errors, out.observed or {}) if d.observes else d.check(out.state, out.errors)
+            findings.extend(f"{d.anomaly}: {msg}" for msg in msgs)
         if not findings and out.failed:
             findings.extend(f"failed-call: agent {a} failed with {e}, which no serial order of the same calls does "
                             "(not a clean abort)" for a, e in out.failed.items())
