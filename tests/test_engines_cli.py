@@ -77,11 +77,11 @@ def test_tokis_own_write_path_through_the_harness_agrees_with_the_contract_suite
 
     eng = load_engine("toki")
     verdicts = {}
-    for sc in ("lww-at-RC", "lww-unguarded-at-RC", "evi-at-SI", "evi-empty-slot-at-SI"):
+    for sc in ("lww-at-RC", "lww-unguarded-at-RC", "evi-at-SI", "evi-empty-slot-at-SI", "rule-at-SR", "rule-at-SI"):
         with TrialRunner(eng, sc) as tr:
             verdicts[sc] = search(tr, budget=12, seed=0).admits
     assert verdicts == {"lww-at-RC": False, "lww-unguarded-at-RC": True, "evi-at-SI": False,
-                        "evi-empty-slot-at-SI": True}
+                        "evi-empty-slot-at-SI": True, "rule-at-SR": False, "rule-at-SI": True}
 
 
 def test_pytest_plugin_gates_an_engine(toki_certify_engine):

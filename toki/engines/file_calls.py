@@ -1,7 +1,8 @@
 """File writes of file-backed engines, intercepted at the standard library.
 
 While the hook is installed, ``open`` (``builtins.open`` and ``io.open``), ``os.replace``,
-``os.rename``, ``os.fsync`` and ``os.truncate`` are steps for agent threads. Opening for
+``os.rename`` and ``os.truncate`` under the storage folder, and every ``os.fsync`` of an agent,
+are steps for agent threads. Opening for
 writing is a step of its own because ``"w"`` truncates at once: another agent can read the
 empty file before the writer writes. A file object's ``read``, ``write`` with ``flush``/``close``
 (when buffered bytes reach the operating system) and ``truncate`` are steps too; a ``write``
@@ -114,10 +115,19 @@ class FileHook:
                               lambda: orig(*args, **kwargs))
         return call
 
+    def _fsync(self, orig):
+        def fsync(fd):
+            me = current_agent()
+            if me is None:
+                return orig(fd)
+            return me[0].step("file-fsync", f"fsync({fd})", lambda: orig(fd))
+        return fsync
+
     @contextlib.contextmanager
     def installed(self):
         saved = {"open": builtins.open, "io_open": io.open, "replace": os.replace, "rename": os.rename,
-                 "truncate": os.truncate}
+                 "truncate": os.truncate, "fsync": os.fsync}
+        os.fsync = self._fsync(saved["fsync"])
         builtins.open = io.open = self.open
         os.replace = self._os("replace", saved["replace"], "file-rename")
         os.rename = self._os("rename", saved["rename"], "file-rename")
@@ -127,3 +137,4 @@ class FileHook:
         finally:
             builtins.open, io.open = saved["open"], saved["io_open"]
             os.replace, os.rename, os.truncate = saved["replace"], saved["rename"], saved["truncate"]
+            os.fsync = saved["fsync"]

@@ -8,10 +8,11 @@ statement and judged against serial orders instead of by the operator's named an
 two must agree on the named anomalies, and the harness may find more (it checks
 serializability, which no operator's precondition promises beyond its own anomaly).
 
-Scenarios cover ⊕t (lww) and ⊕p (evi) at and below their preconditions, and an unguarded ⊕t
-(no re-read when the close of the incumbent affects no row) that the harness must catch.
-⊕? and ⊕c need a confirmer or a policy writer beside the agents; they stay with the contract
-suites.
+Scenarios cover ⊕t (lww) and ⊕p (evi) at and below their preconditions, an unguarded ⊕t
+(no re-read when the close of the incumbent affects no row) that the harness must catch, and
+⊕c (rule) at SR and SI racing an administrator who inserts a policy if none is active. ⊕?
+needs a confirmer whose delivery must precede the callback read, an ordering constraint this
+harness does not express; it stays with the contract suites.
 """
 
 from __future__ import annotations
@@ -108,11 +109,49 @@ class TokiEngine:
             store.close()
 
     def state(self, h: _Handle) -> dict:
+        policies = h.conn.execute("select set_key, chosen_index, active, source from policy order by 1, 4, 2").fetchall()
         rows = h.conn.execute(
             "select row_kind, case when row_kind = 'audit' then 'audit::' || split_part(fact_id, '::', 2) "
             "else fact_id end, object, provenance_id, system_time_end = '9999-12-31' from agent_memory "
             "order by 1, 2, 5, 3, 4").fetchall()
-        return {"rows": [list(r) for r in rows]}
+        return {"rows": [list(r) for r in rows], "policies": [list(p) for p in policies]}
+
+
+def several_policies() -> Detector:
+    def check(state, errors):
+        act: dict[str, list] = {}
+        for key, idx, active, source in state["policies"]:
+            if active:
+                act.setdefault(key, []).append(f"{source} -> {idx}")
+        return [f"set {k} has {len(v)} active policies ({', '.join(v)})" for k, v in act.items() if len(v) > 1]
+    return Detector("P3", check)
+
+
+def _rule_scenario(name: str, desc: str, level: str) -> Scenario:
+    """⊕c: agent A writes a contradicting claim (its write path installs the judge's policy for the
+    pair when none is active) while an administrator inserts a policy for the same pair if none
+    is active."""
+    lvl = parse_level(level)
+    inc, new = _fact("f_0", "park", 0.7), _fact("f_a", "lee")
+    key = "|".join(sorted((inc.fact_id, new.fact_id)))
+
+    def setup(h):
+        h.store.write(inc, operator="rule", level=lvl, at=INCUMBENT_AT, conn=h.conn)
+
+    def call(h, agent):
+        if agent == "A":
+            return h.store.write(new, operator="rule", level=lvl, conn=h.conn).action
+        h.conn.execute(f"begin isolation level {lvl.isolation.sql}")
+        try:
+            h.conn.execute("insert into policy (policy_id, set_key, chosen_index, source) select %s, %s, 1, 'admin' "
+                           "where not exists (select 1 from policy where set_key = %s and active)",
+                           (f"policy::{key}::admin", key, key))
+            h.conn.execute("commit")
+        except BaseException:
+            h.conn.execute("rollback")
+            raise
+        return "policy"
+    return Scenario(name, desc, ("A", "ADM"), call, setup, False, (several_policies(),), ("P3",))
 
 
 def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
@@ -146,6 +185,8 @@ def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
         make("evi-empty-slot-at-RC", "⊕p at RC into an empty slot", "evi", "RC", incumbent=False, confs=(0.9, 0.6)),
         make("evi-empty-slot-at-SR", "⊕p at SR into an empty slot", "evi", "SR", incumbent=False, confs=(0.9, 0.6)),
     ]
+    sc += [_rule_scenario("rule-at-SR", "⊕c at its precondition SR, racing an administrator's policy insert", "SR"),
+           _rule_scenario("rule-at-SI", "⊕c one level below (SI), racing an administrator's policy insert", "SI")]
     return {s.name: s for s in sc}
 
 
