@@ -31,7 +31,7 @@ import re
 import secrets
 import time
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as fwait
 from typing import Any
 
