@@ -654,7 +654,10 @@ class _Execution:
         for sess in self.sessions.values():
             if sess.pending is not None:
                 self._cancel(sess)
-                sess.pending[1].poll(5)
+                if not sess.pending[1].poll(5):
+                    # The server ignored the cancel: unwind the step (its connection is closed below).
+                    with contextlib.suppress(Exception):
+                        sess.worker.kill()
                 sess.pending = None
         for sess in self.sessions.values():
             tx = sess.conn.info.transaction_status
