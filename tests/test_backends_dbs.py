@@ -295,3 +295,18 @@ def test_mysql_db_info_reports_snapshot_mode(mysql_dsn):
 def test_mysql_that_does_not_answer_exits_2():
     rc, _, err = cli("db", "info", "--dsn", "mysql://root@127.0.0.1:1/test")
     assert rc == 2 and "cannot connect to MySQL/MariaDB at 127.0.0.1:1/test" in err
+
+
+@pytest.mark.mysql
+def test_mysql_gc_drops_run_databases_nobody_is_in(mysql_dsn):
+    from toki.sched.backend_runner import BackendLane
+
+    server = resolve(mysql_dsn)
+    with BackendLane(server, label="alive") as lane:
+        orphan = for_dsn(mysql_dsn)
+        with orphan.observer.cursor() as cur:
+            cur.execute("create database toki_run_orphan_gc_test")
+        rc, out, _ = cli("db", "gc", "--dsn", mysql_dsn, "--json")
+        dropped = json.loads(out)["dropped"]
+        assert rc == 0 and "toki_run_orphan_gc_test" in dropped and lane.database not in dropped
+        orphan.close()

@@ -208,6 +208,22 @@ class MysqlBackend:
                 "repeatable_read": ("snapshot isolation (1020 on a changed record)" if self.snapshot_isolation
                                     else "not snapshot isolation: writes read the latest row (lost updates pass)")}
 
+    def orphaned_run_databases(self) -> list[str]:
+        """``toki_run_*`` databases no connection is using: a lane keeps its admin connection in its
+        database for its whole life, so one nobody is in was left by a run that was killed."""
+        with self.observer.cursor() as cur:
+            cur.execute("SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'toki\\_run\\_%%'")
+            names = [r[0] for r in cur.fetchall()]
+            cur.execute("SELECT DISTINCT db FROM information_schema.processlist WHERE db IS NOT NULL")
+            used = {r[0] for r in cur.fetchall()}
+        return sorted(n for n in names if n not in used)
+
+    def drop_database(self, name: str) -> None:
+        if not re.fullmatch(r"toki_run_[a-z0-9_]+", name):
+            raise ConfigError(f"{name!r} is not a toki run database", fix="toki drops only toki_run_* databases")
+        with self.observer.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name}")
+
     def close(self) -> None:
         if self._observer is not None:
             try:

@@ -197,9 +197,11 @@ def _worker_init(dsn: str | None, step_limit_s: float) -> None:
     from toki.db.server import resolve
 
     _BENCH = Bench(Runner(resolve(dsn), step_limit_s=step_limit_s, record_history=False))
-    import atexit
+    # A pool worker leaves through os._exit, which skips atexit: multiprocessing's own finalizers
+    # do run, so the lanes' schemas (PostgreSQL) and databases (MariaDB) are dropped.
+    from multiprocessing.util import Finalize
 
-    atexit.register(_BENCH.close)
+    Finalize(_BENCH, _BENCH.close, exitpriority=10)
 
 
 def _run_job(job: Job) -> tuple[Job, dict]:

@@ -17,7 +17,8 @@ def register(sub) -> None:
     add_dsn_option(info)
     info.add_argument("--json", action="store_true", help="print JSON")
     info.set_defaults(func=_info)
-    gc = dsub.add_parser("gc", help="drop run schemas left behind by killed runs on this host")
+    gc = dsub.add_parser("gc", help="drop run schemas (PostgreSQL, this host) or run databases (MariaDB/MySQL, "
+                         "none in use) left behind by killed runs")
     add_dsn_option(gc)
     gc.add_argument("--json", action="store_true", help="print JSON")
     gc.set_defaults(func=_gc)
@@ -44,7 +45,14 @@ def _gc(args, out) -> int:
     from toki.db.server import collect_garbage, resolve
 
     server = resolve(args.dsn)
-    dropped = collect_garbage(server) if server.is_postgres else []
+    if server.is_postgres:
+        dropped = collect_garbage(server)
+    elif hasattr(server.seam, "orphaned_run_databases"):  # MariaDB/MySQL: run databases nobody is in
+        dropped = server.seam.orphaned_run_databases()
+        for name in dropped:
+            server.seam.drop_database(name)
+    else:
+        dropped = []  # SQLite, DuckDB: a run's file next to the DSN's is removed when the run ends
     if args.json:
         emit_json({"dropped": dropped}, out)
     else:
