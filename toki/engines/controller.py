@@ -22,6 +22,8 @@ the agent and the call.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -199,6 +201,10 @@ class _Agent:
 _local = threading.local()
 
 
+async def _await(awaitable):
+    return await awaitable
+
+
 def current_agent() -> tuple["Controller", _Agent] | None:
     """The controller and agent of the calling thread (None outside a controlled run)."""
     return getattr(_local, "agent", None)
@@ -260,6 +266,48 @@ class Controller:
                         if agent.deliver_busy:
                             rec.status = "error"
                             rec.error = "SQLITE_BUSY (every agent blocked: the busy timeout ran out)"
+                            rec.completed = len(self.grants) - 1
+                            raise
+                    continue
+                rec.status, rec.error = "error", f"{type(e).__name__}: {e}"
+                self._completed(agent, rec)
+                raise
+            agent.in_step = False
+            rec.status = "ok"
+            self._completed(agent, rec)
+            return result
+
+    async def step_async(self, kind: str, detail: str, fn: Callable[[], Any], *,
+                         busy: Callable[[BaseException], bool] | None = None) -> Any:
+        """:meth:`step` for an awaitable call (an asyncio driver's query): ``fn()`` returns it.
+
+        An agent whose call is a coroutine runs it on an event loop of its own, in its own thread,
+        so waiting for the grant blocks only that agent's loop.
+        """
+        me = current_agent()
+        if me is None or me[0] is not self or me[1].in_step:
+            return await fn()
+        _, agent = me
+        rec = StepRecord(-1, agent.name, kind, detail)
+        with self._mutex:
+            agent.pending, agent.want_lock = rec, None
+            self._stop_and_wait(agent)
+        while True:
+            agent.in_step = True
+            try:
+                result = await fn()
+            except BaseException as e:
+                agent.in_step = False
+                if busy is not None and busy(e):
+                    rec.status, rec.blocked = "busy", True
+                    with self._mutex:
+                        if rec.waited_from is None:
+                            rec.waited_from = rec.seq
+                        agent.busy_at, agent.deliver_busy = self._progress, False
+                        self._stop_and_wait(agent)
+                        agent.busy_at = None
+                        if agent.deliver_busy:
+                            rec.status, rec.error = "error", f"{type(e).__name__}: busy, and every agent blocked"
                             rec.completed = len(self.grants) - 1
                             raise
                     continue
@@ -432,7 +480,10 @@ class Controller:
                 a.pending = StepRecord(-1, a.name, "start", a.fn.__name__)
                 self._stop_and_wait(a)
                 a.pending.completed = a.pending.seq
-            a.result = a.fn()
+            result = a.fn()
+            if inspect.isawaitable(result):  # a coroutine agent: its own loop, in its own thread
+                result = asyncio.run(_await(result))
+            a.result = result
         except _Abandoned as e:
             a.error = e
         except BaseException as e:  # the engine's own error is an outcome, not a harness failure

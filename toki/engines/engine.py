@@ -16,7 +16,9 @@ An engine object has
 
 A :class:`Scenario` says what the agents do: ``setup(handle)`` seeds the store before the agents
 start (not scheduled), and ``call(handle, agent)`` makes one agent's calls on the engine's
-public API. ``detectors`` name what went wrong in a state that no serial order produces. With
+public API (it may return a coroutine: an asyncio engine's agent runs on its own event loop in
+its own thread, and its driver's awaitable queries become steps through
+``Controller.step_async``). ``detectors`` name what went wrong in a state that no serial order produces. With
 ``observe=True`` what each call returns (JSON values) is part of the outcome, so a read that
 returns what no serial order would show is an anomaly too.
 """
@@ -36,6 +38,10 @@ class Detector:
     anomaly: str  # e.g. "double-supersede", "lost-update", "N3", "id-collision", "duplicate-insert"
     check: Callable[..., list[str]]  # (state, outcome errors[, observed]) -> findings
     observes: bool = False  # check also gets what each agent's call returned (observe=True scenarios)
+    # A property of the engine's design rather than of an interleaving (N3: a loser destroyed with
+    # no trace happens in serial orders too): checked on every outcome, serial ones included, and
+    # reported apart from the anomalies no serial order produces.
+    always: bool = False
 
 
 @dataclass(frozen=True)

@@ -232,6 +232,15 @@ class TrialRunner:
             self.serial_errors = {a: e for o in states for a, e in o.errors.items()}
         return self._serial
 
+    def by_design(self, out: Outcome) -> list[str]:
+        """Findings of the scenario's ``always`` detectors (properties of the design) on an outcome."""
+        found = []
+        for d in self.scenario.detectors:
+            if getattr(d, "always", False):
+                msgs = d.check(out.state, out.errors, out.observed or {}) if d.observes else d.check(out.state, out.errors)
+                found.extend(f"{d.anomaly}: {m}" for m in msgs)
+        return found
+
     def trial(self, chooser: Chooser) -> TrialResult:
         serial = self.serial_outcomes()
         trace, out = self.run(chooser)
@@ -239,6 +248,8 @@ class TrialRunner:
             return TrialResult(trace, out, [], True)
         findings = []
         for d in self.scenario.detectors:
+            if getattr(d, "always", False):
+                continue
             msgs = d.check(out.state, out.errors, out.observed or {}) if d.observes else d.check(out.state, out.errors)
             findings.extend(f"{d.anomaly}: {msg}" for msg in msgs)
         if not findings and out.failed:
