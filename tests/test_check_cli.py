@@ -106,6 +106,9 @@ def test_lattice_semantics():
     assert "serializable" in b["also_not"] and "snapshot-isolation" not in b["also_not"]
     assert cm.boundary(["G-single"])["not"] == ["consistent-view"]
     assert "snapshot-isolation" in cm.boundary(["G-single"])["also_not"]
+    # the item-level form is also G2-item, so repeatable read is ruled out too (Elle's rr-g-single-item-test)
+    assert cm.boundary(["G-single-item"])["not"] == ["consistent-view", "repeatable-read"]
+    assert cm.boundary(["lost-update"])["not"] == ["cursor-stability", "update-atomic"]
     assert cm.boundary(["G0"])["not"] == ["read-uncommitted"]
     assert cm.boundary(["cycle-search-timeout"]) == {"not": [], "also_not": []}
     # every model mentioned in the issue exists

@@ -5,7 +5,7 @@ Public API::
     from toki.check import check
     result = check("history.json", workload="list-append", models=["serializable"])
     result["valid"]        # True, False or "unknown" (never a pass)
-    result["anomalies"]    # {"G-single": [{"cycle": [...], "steps": [...]}], ...}
+    result["anomalies"]    # {"G-single-item": [{"cycle": [...], "steps": [...]}], ...}
     result["not"], result["also_not"]
 
 Inputs are Jepsen histories (a list of op maps, or a JSON / EDN file) for the list-append and

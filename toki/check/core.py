@@ -27,7 +27,7 @@ DEFAULT_MODELS = ("strict-serializable",)
 #: seconds of cycle search per strongly connected component before giving up ("unknown")
 CYCLE_SEARCH_TIMEOUT = 5.0
 CYCLE_TYPES = frozenset(
-    b + s for b in ("G0", "G1c", "G-single", "G-nonadjacent", "G2-item") for s in ("", "-process", "-realtime"))
+    b + s for b in ("G0", "G1c", "G-single-item", "G-nonadjacent-item", "G2-item") for s in ("", "-process", "-realtime"))
 
 
 def prohibited_anomalies(models, anomalies) -> set[str]:

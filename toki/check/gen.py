@@ -14,11 +14,11 @@ Simulated databases:
 - ``snapshot-isolation``: reads see the snapshot taken at the invocation (plus the
   transaction's own writes); at commit, first committer wins: if another transaction committed
   a write to a key this one writes after the snapshot, this one fails. Admits write skew (G2-item),
-  never G-single;
+  never G-single-item;
 - ``read-committed``: each read sees the latest committed state, or the transaction's own
   version of a key it wrote; a write takes a row lock (no-wait: a transaction that finds the
   key locked by another fails) and builds the transaction's own version on the latest committed
-  one, installed at commit. Never G0/G1, but admits lost updates, G-single and G2-item.
+  one, installed at commit. Never G0/G1, but admits lost updates, G-single-item and G2-item.
 """
 
 from __future__ import annotations

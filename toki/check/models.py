@@ -23,8 +23,13 @@ Everything here is data plus three small graph walks. The tables follow Jepsen's
 Two kinds of names exist, as in Elle: canonical (Adya's PL-1, PL-2, PL-3, PL-SI, PL-SS, ...)
 used inside the graph, and friendly ones (read-uncommitted, serializable, ...) used in results.
 
-One addition that is not in Elle, marked ``toki``: Cerone's *update-atomic* (read atomic plus
-NoConflict, which forbids lost updates), implied by parallel snapshot isolation.
+The tables are those of Elle's current release (``src/elle/consistency_model.clj`` at commit
+dda36d8 of jepsen-io/elle): parallel snapshot isolation implies *update-atomic* (Cerone's read
+atomic plus NoConflict; Elle: "ROLA (which actually provides UA)"), which forbids lost updates and
+implies read atomic. Elle's older releases had ROLA in that place; toki follows the current one, so
+a lost update rules out exactly update-atomic and cursor-stability, as Elle's lost-update test
+asserts. The conformance suite (``tests/elle_conformance/``) checks these tables against Elle's own
+test expectations.
 
 "Serializable" means conflict serializability (Bernstein), as in Elle.
 """
@@ -38,7 +43,7 @@ from toki.errors import ConfigError
 
 # --- names --------------------------------------------------------------------------------
 
-#: friendly name -> canonical name (Elle's canonical-model-names, plus toki's update-atomic).
+#: friendly name -> canonical name (Elle's canonical-model-names).
 CANONICAL = {
     "consistent-view": "PL-2+",              # Adya
     "conflict-serializable": "PL-3",         # Adya
@@ -90,13 +95,13 @@ MODEL_EDGES: tuple[tuple[str, str, str], ...] = (
     ("monotonic-view", "PL-2", "Adya"),
     ("monotonic-snapshot-read", "PL-2", "Adya"),
     ("parallel-snapshot-isolation", "causal-cerone", "Cerone"),
-    ("parallel-snapshot-isolation", "ROLA", "ROLA"),
+    ("parallel-snapshot-isolation", "update-atomic", "ROLA (which actually provides UA); Elle"),
     ("prefix", "causal-cerone", "Cerone"),
     ("read-atomic", "monotonic-atomic-view", "Cerone"),
     ("read-committed", "read-uncommitted", "SQL"),
     ("repeatable-read", "cursor-stability", "Adya"),
     ("repeatable-read", "monotonic-atomic-view", "Bailis"),
-    ("ROLA", "read-atomic", "ROLA"),
+    ("update-atomic", "read-atomic", "Cerone"),
     ("serializable", "repeatable-read", "SQL"),
     ("serializable", "snapshot-isolation", "Bailis, Cerone"),
     ("serializable", "view-serializable", "Bernstein"),
@@ -132,9 +137,6 @@ MODEL_EDGES: tuple[tuple[str, str, str], ...] = (
     ("PRAM", "monotonic-reads", "Bailis"),
     ("PRAM", "monotonic-writes", "Bailis"),
     ("PRAM", "read-your-writes", "Bailis"),
-    # toki addition: Cerone's UA = RA + NoConflict; PSI = RA + TransVis + NoConflict.
-    ("parallel-snapshot-isolation", "update-atomic", "Cerone (toki addition, not in Elle)"),
-    ("update-atomic", "read-atomic", "Cerone (toki addition, not in Elle)"),
 )
 
 # --- which anomalies each model directly forbids (on top of weaker models it implies) -------
@@ -157,7 +159,6 @@ PROSCRIBED: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "are all nonadjacent)"),
     ("read-atomic", ("internal", "G1a", "future-read"), "Cerone (incomplete)"),
     ("repeatable-read", ("G1", "G2-item", "PL-2.99-cycle-exists", "lost-update"), "Adya, Bailis"),
-    ("ROLA", ("lost-update",), "ROLA"),
     ("strict-serializable", ("G1", "G1c-realtime", "G2-realtime", "PL-SS-cycle-exists"), "Adya"),
     ("strong-session-PL-1", ("strong-session-PL-1-cycle-exists", "G0-process"), "Elle"),
     ("strong-session-PL-2", ("strong-session-PL-2-cycle-exists", "G1c-process"), "Elle"),
@@ -172,7 +173,7 @@ PROSCRIBED: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("strong-session-serializable",
      ("G1-process", "G2-process", "strong-session-serializable-cycle-exists"), "Daudjee; Alvaro (unpublished)"),
     ("update-serializable", ("G1", "G-update"), "Adya"),
-    ("update-atomic", ("internal", "G1a", "lost-update"), "Cerone NoConflict (toki addition, not in Elle)"),
+    ("update-atomic", ("lost-update",), "Cerone (NoConflict)"),
 )
 
 # --- anomaly a -> b: seeing a means b is present too ----------------------------------------
