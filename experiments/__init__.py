@@ -27,6 +27,7 @@ MODULES = (
     "serializable_pilot",
     "multi_writer",
     "two_writer",
+    "verdicts",
 )
 
 

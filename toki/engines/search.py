@@ -53,7 +53,9 @@ class SearchResult:
 
 
 def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = True,
-           on_trial: Callable[[int, bool], None] | None = None) -> SearchResult:
+           on_trial: Callable[[int, bool], None] | None = None,
+           want: Callable[[TrialResult], bool] | None = None) -> SearchResult:
+    """Search ``budget`` interleavings for an anomaly (``want`` narrows which ones count)."""
     if budget < 1:
         raise ConfigError(f"budget {budget} must be at least 1", fix="pass --budget 100 or more")
     t0 = time.perf_counter()
@@ -65,6 +67,9 @@ def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = Tr
     generating = True
     rate = 1
 
+    def hit(r: TrialResult) -> bool:
+        return not r.serializable and (want is None or want(r))
+
     def anomalous(tape: list[int]) -> bool:
         nonlocal generating
         r = runner.trial(TapeChooser(tape, rate))
@@ -73,10 +78,10 @@ def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = Tr
         else:
             res.shrinks += 1
         if on_trial:
-            on_trial(res.tried, not r.serializable)
-        if not r.serializable:
+            on_trial(res.tried, hit(r))
+        if hit(r):
             generating = False  # after the first hit, every call is a shrink
-        return not r.serializable
+        return hit(r)
 
     tape_st = st.lists(st.integers(0, TapeChooser.SPAN - 1), min_size=2 * decisions, max_size=2 * decisions)
     phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
@@ -100,7 +105,7 @@ def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = Tr
     if tape is not None:
         found = runner.trial(TapeChooser(tape, rate))
         if shrink:
-            tape, found = _fewer_switches(runner, list(tape), found, res, rate)
+            tape, found = _fewer_switches(runner, list(tape), found, res, rate, hit=hit)
         res.tape = list(tape)
         res.rate = rate
         res.found = found
@@ -109,7 +114,8 @@ def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = Tr
 
 
 def _fewer_switches(runner: TrialRunner, tape: list[int], found: TrialResult, res: SearchResult,
-                    rate: int | None = None, limit: int = 80) -> tuple[list[int], TrialResult]:
+                    rate: int | None = None, limit: int = 80,
+                    hit: Callable[[TrialResult], bool] | None = None) -> tuple[list[int], TrialResult]:
     """Hypothesis stops at a local minimum of its own order; finish with moves it does not try:
     drop a switch, or move it one decision earlier or later, while the run stays anomalous."""
     best = context_switches(found.trace)
@@ -129,7 +135,7 @@ def _fewer_switches(runner: TrialRunner, tape: list[int], found: TrialResult, re
                 r = runner.trial(TapeChooser(t, rate))
                 res.shrinks += 1
                 sw = context_switches(r.trace)
-                if not r.serializable and (sw < best or (sw == best and t < tape)):
+                if (hit(r) if hit else not r.serializable) and (sw < best or (sw == best and t < tape)):
                     tape, found, best, improved = t, r, sw, True
                     break
             if improved or tries >= limit:

@@ -154,6 +154,57 @@ def _rule_scenario(name: str, desc: str, level: str) -> Scenario:
     return Scenario(name, desc, ("A", "ADM"), call, setup, False, (several_policies(),), ("P3",))
 
 
+def audit_erasure(loser: str) -> Detector:
+    """N3 (SPEC §6): a loser's provenance dominated by no audit row, and the loser not kept."""
+    def check(state, errors):
+        token = f"x_{loser}"
+        kept = any(r[1] == loser and r[0] == "current" for r in state["rows"])
+        audited = any(r[0] == "audit" and token in (r[3] or "") for r in state["rows"])
+        lost = not any(r[1] == loser and r[0] == "current" and r[4] for r in state["rows"])
+        return [f"{loser} lost and no audit row holds {token}"] if lost and not audited and not kept else []
+    return Detector("N3", check, always=True)
+
+
+def replay_disagrees() -> Detector:
+    """N1: the same contradiction, adjudicated by two agents, resolved two ways."""
+    def check(state, errors, observed):
+        winners = {a: o.get("winner") for a, o in observed.items() if isinstance(o, dict) and o.get("judged")}
+        return [f"the pair (f_0, f_a) was resolved for {sorted(set(winners.values()))} by {sorted(winners)}"] \
+            if len(set(winners.values())) > 1 else []
+    return Detector("N1", check, observes=True)
+
+
+def _n3_scenario(name: str, desc: str, mode: str, tag: tuple) -> Scenario:
+    inc, new = _fact("f_0", "park", 0.7), _fact("f_a", "lee")
+
+    def setup(h):
+        h.store.write(inc, operator="lww", level="RC", at=INCUMBENT_AT, mode=mode, conn=h.conn)
+
+    def call(h, agent):
+        return h.store.write(new, operator="lww", level="RC", mode=mode, conn=h.conn).action
+    return Scenario(name, desc, ("A",), call, setup, False, (audit_erasure("f_0"),), tag)
+
+
+def _n1_scenario(name: str, desc: str, level: str, tag: tuple) -> Scenario:
+    """Two agents adjudicate the same contradiction (f_0 vs f_a) with ⊕? and no confirmation: the
+    judge decides, through the keyed judge log. Both judges share θ (model, seed, prompt) but
+    sample differently (the serving nondeterminism the log exists to pin down)."""
+    from toki.judges.base import SimulatedJudge
+
+    lvl = parse_level(level)
+    inc, new = _fact("f_0", "park", 0.7), _fact("f_a", "lee")
+
+    def setup(h):
+        h.store.write(inc, operator="await", level=lvl, at=INCUMBENT_AT, conn=h.conn)
+
+    def call(h, agent):
+        judge = SimulatedJudge(p=0.5, seed=0)
+        judge._rng.seed({"A": 1, "B": 2}[agent])  # same θ, different samples
+        o = h.store.write(new, operator="await", level=lvl, judge=judge, conn=h.conn)
+        return {"action": o.action, "winner": o.winner_id, "judged": o.vote_source in ("judge", "log")}
+    return Scenario(name, desc, ("A", "B"), call, setup, False, (replay_disagrees(),), tag, observe=True)
+
+
 def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
     def make(name, desc, operator, level: str, *, guard=True, incumbent=True, confs=(0.5, 0.5), slot_lock=False):
         lvl: Level = parse_level(level)
@@ -185,7 +236,13 @@ def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
         make("evi-empty-slot-at-RC", "⊕p at RC into an empty slot", "evi", "RC", incumbent=False, confs=(0.9, 0.6)),
         make("evi-empty-slot-at-SR", "⊕p at SR into an empty slot", "evi", "SR", incumbent=False, confs=(0.9, 0.6)),
     ]
-    sc += [_rule_scenario("rule-at-SR", "⊕c at its precondition SR, racing an administrator's policy insert", "SR"),
+    sc += [_n3_scenario("n3-audit-row", "⊕t supersedes the incumbent in the audit-row schema: the loser is closed "
+                        "and an audit row carries its provenance", "audit_row", ("N3",)),
+           _n3_scenario("n3-base", "the same in the base schema (the winner overwrites in place, no audit row): "
+                        "N3 by construction", "base", ()),
+           _n1_scenario("n1-keyed-log", "two agents adjudicate the same contradiction with ⊕? (no confirmation: "
+                        "the judge decides through the keyed judge log) at RC", "RC", ("N1",)),
+           _rule_scenario("rule-at-SR", "⊕c at its precondition SR, racing an administrator's policy insert", "SR"),
            _rule_scenario("rule-at-SI", "⊕c one level below (SI), racing an administrator's policy insert", "SI")]
     return {s.name: s for s in sc}
 

@@ -128,6 +128,7 @@ class TrialRunner:
         self.last_serial_grants: list[str] | None = None
         self.silent = False  # the engine's read-out says nothing: no check can pass on it
         self.serial_errors: dict[str, str] = {}
+        self.serial_runs: list[tuple[tuple[str, ...], RunTrace, Outcome]] = []  # orders of all the agents
 
     def close(self) -> None:
         if self._own_dir:
@@ -227,6 +228,7 @@ class TrialRunner:
                         if k == len(agents):
                             self.last_serial_grants = trace.grants
                             states.append(out)
+                            self.serial_runs.append((order, trace, out))
                         self._serial.setdefault(out.key, []).append(" then ".join(order) or "no agent")
             self.silent = all(not o.state for o in states) or any(o.state is None for o in states)
             self.serial_errors = {a: e for o in states for a, e in o.errors.items()}

@@ -58,6 +58,18 @@ class Witness:
                    scenario, seed, budget, list(trial.trace.grants), list(trial.anomalies), list(trial.trace.steps),
                    digest(trial.outcome.key), trial.outcome.state, provenance or {})
 
+    @classmethod
+    def from_serial(cls, engine, scenario: str, trace, outcome, findings: list[str], *, seed: int,
+                    budget: int) -> "Witness":
+        """A witness of a property of the design: a serial run that shows it."""
+        spec = getattr(engine, "_toki_spec", None)
+        from toki.engines.registry import ENGINES
+
+        shipped = engine.name in ENGINES and ENGINES[engine.name].factory == spec
+        return cls(engine.name, None if shipped else spec, str(engine.version), getattr(engine, "executed", "real"),
+                   scenario, seed, budget, list(trace.grants), list(findings), list(trace.steps),
+                   digest(outcome.key), outcome.state)
+
     def to_json(self) -> dict:
         return {"toki_witness": FORMAT, "engine": self.engine, "engine_module": self.engine_module,
                 "version": self.version, "executed": self.executed, "scenario": self.scenario, "seed": self.seed,

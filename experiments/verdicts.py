@@ -1,0 +1,195 @@
+"""The verdict matrix over memory systems (the paper's Table 4), executed through the engine harness.
+
+Every system toki can run (real engines from the ``engines`` extra, models of the others, TOKI's
+own write path) x every anomaly (N1, N2, N3, lost update, double supersede, duplicate insert, and
+any a system's scenarios add). A cell is executed, never transcribed:
+
+* the system's scenarios tagged with the anomaly are run; first every serial order (a detector
+  marked ``always`` finds properties of the design, such as N3 when a loser is destroyed with no
+  trace: "admits (by design)"), then a Hypothesis search of ``--budget`` interleavings for an
+  outcome no serial order produces that a detector names as the anomaly;
+* ``rate`` is the share of ``--trials`` seeded random interleavings that show it (by design:
+  the share of serial orders);
+* every "admits" has a witness file that ``toki certify --replay`` re-executes;
+* a system with no scenario for an anomaly abstains, with the reason.
+
+The paper's cells (SPEC: Table 4, several transcribed from design, not executed) are printed
+beside the measured ones; a difference is reported with its witness.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+from toki.cli.render import table
+from toki.errors import ConfigError, TokiError
+
+NAME = "verdicts"
+TABLE = "Table 4: N1 / N2 / N3 verdicts over memory systems (plus lost update, double supersede, duplicate insert)"
+
+ANOMALIES = ("N1", "N2", "N3", "lost-update", "double-supersede", "duplicate-insert")
+# toki's name for a system -> the paper's Table 4 row (N1, N2, N3): A admits, X excludes, - abstains
+PAPER = {
+    "mem0-v2": ("-", "-", "A"),
+    "mem0": ("A", "A", "A"),  # mem0 2.x is the paper's "mem0 v3"
+    "graphiti": ("A", "-", "A"),
+    "letta": ("-", "A", "A"),
+    "zep": ("-", "A", "A"),
+    "mirix": ("A", "A", "-"),
+    "comparator": ("X", "X", "X"),  # the paper's judge-free WorldDB
+    "toki": ("X", "X", "X"),
+}
+SYSTEMS = ("toki", "sodamem", "atommem", "mem0", "mem0-v2", "graphiti", "zep", "letta", "mirix", "comparator")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--budget", type=int, default=30, help="interleavings searched per scenario (default 30)")
+    p.add_argument("--trials", type=int, default=20, help="random interleavings per scenario for the rate (default 20)")
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help="comma-separated systems (default: all; unavailable ones are reported, not skipped)")
+    p.add_argument("--witness-dir", default=None, help="where witness files go (default: next to --json)")
+
+
+def _paper(system: str, anomaly: str) -> str | None:
+    row = PAPER.get(system)
+    if row is None or anomaly not in ("N1", "N2", "N3"):
+        return None
+    return {"A": "admits", "X": "excludes", "-": "abstains"}[row[("N1", "N2", "N3").index(anomaly)]]
+
+
+def _named(anomaly: str):
+    def want(r) -> bool:
+        return any(a.split(":", 1)[0] == anomaly for a in r.anomalies)
+    return want
+
+
+def _rate(runner, anomaly: str, trials: int, seed: int) -> float:
+    from toki.engines.controller import TapeChooser
+
+    rng = random.Random(seed)
+    hits = 0
+    for i in range(trials):
+        rate = (1, 4, 2, 3)[i % 4]
+        tape = [rng.randrange(TapeChooser.SPAN) for _ in range(2 * len(runner.last_serial_grants or []) + 8)]
+        r = runner.trial(TapeChooser(tape, rate))
+        hits += (not r.serializable) and _named(anomaly)(r)
+    return hits / trials if trials else 0.0
+
+
+def cell(engine, anomaly: str, *, budget: int, trials: int, seed: int, witness_dir: Path) -> dict:
+    """One executed cell of the matrix."""
+    from toki.engines.search import search
+    from toki.engines.trial import TrialRunner
+    from toki.engines.witness import Witness
+
+    row = {"system": engine.name, "version": str(engine.version), "executed": getattr(engine, "executed", "real"),
+           "anomaly": anomaly, "verdict": "excludes", "rate": 0.0, "trials": 0, "witness": None, "budget": budget,
+           "paper": _paper(engine.name, anomaly), "scenarios": [], "how": None, "evidence": None}
+    scenarios = [s for s in engine.scenarios.values() if anomaly in getattr(s, "anomalies", ())]
+    if not scenarios:
+        row.update(verdict="abstains", reason=f"no scenario of {engine.name} exercises {anomaly}")
+        return row
+    for sc in scenarios:
+        row["scenarios"].append(sc.name)
+        with TrialRunner(engine, sc) as runner:
+            runner.serial_outcomes()
+            design = [(order, trace, out, runner.by_design(out)) for order, trace, out in runner.serial_runs]
+            design = [(o, t, out, [f for f in fs if f.split(":", 1)[0] == anomaly]) for o, t, out, fs in design]
+            by_design = [d for d in design if d[3]]
+            if by_design:
+                order, trace, out, found = by_design[0]
+                w = Witness.from_serial(engine, sc.name, trace, out, found, seed=seed, budget=budget)
+                path = w.save(witness_dir / f"{engine.name}.{anomaly}.{sc.name}.json")
+                row.update(verdict="admits", how="by design (every serial order)" if len(by_design) == len(design)
+                           else "by design (some serial orders)", rate=len(by_design) / len(design),
+                           trials=len(design), witness=str(path), evidence=found[0])
+                return row
+            res = search(runner, budget=budget, seed=seed, want=_named(anomaly))
+            row["trials"] += res.tried
+            if res.admits:
+                w = Witness.from_trial(engine, sc.name, res.found, seed=seed, budget=budget)
+                path = w.save(witness_dir / f"{engine.name}.{anomaly}.{sc.name}.json")
+                rate = _rate(runner, anomaly, trials, seed)
+                row.update(verdict="admits", how=f"race ({w.context_switches} context switches)", rate=rate,
+                           trials=trials, witness=str(path),
+                           evidence=next(a for a in res.found.anomalies if a.split(":", 1)[0] == anomaly))
+                return row
+    row["reason"] = f"not found in {row['trials']} interleavings of {', '.join(row['scenarios'])}"
+    return row
+
+
+def run(args, out) -> dict:
+    from toki.engines.registry import ENGINES, available, load_engine
+
+    if args.budget < 1 or args.trials < 0:
+        raise ConfigError("--budget must be at least 1 and --trials at least 0", fix="pass --budget 30 --trials 20")
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [s for s in systems if s not in ENGINES]
+    if unknown:
+        raise ConfigError(f"unknown system(s) {', '.join(unknown)}", fix="choose from " + ", ".join(ENGINES))
+    json_path = getattr(args, "json", None)
+    base = Path(args.witness_dir) if args.witness_dir else (
+        Path(json_path).parent / "witnesses" if json_path else Path("results") / NAME / "witnesses")
+    base.mkdir(parents=True, exist_ok=True)
+    rows, t0 = [], time.perf_counter()
+    from toki.cli.certify_engine import _progress
+
+    with _progress(len(systems), NAME) as bar:
+        task = bar.add_task("verdicts", total=len(systems))
+        for name in systems:
+            info = ENGINES[name]
+            try:
+                if not available(info):
+                    raise ConfigError(f"{name} needs {', '.join(info.needs)}", fix="pip install 'toki[engines]'")
+                engine = load_engine(name)
+            except TokiError as e:
+                rows.extend({"system": name, "version": None, "executed": None, "anomaly": a, "verdict": "abstains",
+                             "rate": None, "trials": 0, "witness": None, "budget": args.budget,
+                             "paper": _paper(name, a), "reason": f"not runnable here: {e}"} for a in ANOMALIES)
+                bar.advance(task)
+                continue
+            if hasattr(engine, "use_server"):
+                from toki.db.server import resolve
+
+                engine.use_server(resolve(getattr(args, "dsn", None)))
+            extra = sorted({a for s in engine.scenarios.values() for a in getattr(s, "anomalies", ())} - set(ANOMALIES))
+            for anomaly in ANOMALIES + tuple(extra):
+                t = time.perf_counter()
+                r = cell(engine, anomaly, budget=args.budget, trials=args.trials, seed=args.seed, witness_dir=base)
+                r["elapsed_s"] = round(time.perf_counter() - t, 2)
+                rows.append(r)
+            bar.advance(task)
+    elapsed = time.perf_counter() - t0
+    _print(out, rows)
+    differ = [r for r in rows if r.get("paper") and r["paper"] != r["verdict"]]
+    return {"rows": rows, "differences_from_paper": [
+        {k: r.get(k) for k in ("system", "anomaly", "paper", "verdict", "witness", "evidence", "reason")} for r in differ],
+        "elapsed_s": round(elapsed, 1), "budget": args.budget, "trials": args.trials, "systems": systems}
+
+
+def _mark(r: dict) -> str:
+    v = {"admits": "A", "excludes": "X", "abstains": "-"}[r["verdict"]]
+    return v + ("*" if r.get("executed") == "model" else "")
+
+
+def _print(out, rows: list[dict]) -> None:
+    systems = list(dict.fromkeys(r["system"] for r in rows))
+    anomalies = list(dict.fromkeys(r["anomaly"] for r in rows))
+    by = {(r["system"], r["anomaly"]): r for r in rows}
+    body = []
+    for s in systems:
+        line = [s]
+        for a in anomalies:
+            r = by.get((s, a))
+            if r is None:
+                line.append("")
+                continue
+            cell_ = _mark(r)
+            if r.get("paper"):
+                cell_ += f" (paper {dict(admits='A', excludes='X', abstains='-')[r['paper']]})"
+            line.append(cell_)
+        body.append(line)
+    table(out, "verdicts: A admits, X excludes, - abstains; * a model; (paper ...) the published cell",
+          ["system"] + anomalies, body)
