@@ -666,6 +666,14 @@ def overwrite_undone(old: str, new: str) -> Detector:
     return Detector("lost-update", check)
 
 
+def erased(old: str) -> Detector:
+    """N3 by design: an in-place overwrite leaves no trace of the fact it replaced (every order)."""
+    def check(state, errors):
+        return [] if old in _texts(state) else [f"{old!r} was overwritten in place: no fact, history or audit "
+                                                "record keeps it"]
+    return Detector("N3", check, always=True)
+
+
 def id_collision() -> Detector:
     def check(state, errors):
         seen: dict[str, list[str]] = {}
@@ -767,7 +775,7 @@ def _scenarios(engine: AtomMemModel) -> dict[str, Scenario]:
                  "the race adds is a torn write (both truncate, the shorter text lands over the longer). "
                  + N3_NOTE,
                  ("A", "B"), calls({"A": (("add", PARIS),), "B": (("add", ROME),)}), seeded(BERLIN, CAT), False,
-                 (torn_write(), id_collision(),), ("N3",)),
+                 (torn_write(), id_collision(), erased(BERLIN)), ("N3",)),
         Scenario("contradict-vs-add", "one agent overwrites F1 (Berlin -> Paris) while another appends 'Alice "
                  "works at Acme': whichever saves last writes back its stale copy of the other's change. " + N3_NOTE,
                  ("A", "B"), calls({"A": (("add", PARIS),), "B": (("add", ACME),)}), seeded(BERLIN, CAT), False,
