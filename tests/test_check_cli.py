@@ -36,13 +36,13 @@ def test_exit_codes_and_json_shape():
 
 
 @pytest.mark.parametrize("text, where", [
-    ('[{"type": "ok", "process": 0, "value": [["r", "x"]]}]', "op 0"),
+    ('[{"type": "ok", "process": 0, "value": [["r"]]}]', "op 0"),
+    ('[{"type": "ok", "process": 0, "value": [["append", "x", 1, 2]]}]', "not a 3-element"),
     ('[{"type": "ok", "process": 0, "value": [["append", "x", 1]]}, {"type": "done", "process": 1, "value": []}]',
      "op 1"),
     ('[{"type": "ok", "process": 0, "value": [["w", "x", 1]]}]', "does not allow"),
     ('[{"type": "ok", "process": 0, "value": [["r", "x", 3]]}]', "not a list"),
-    ('[{"type": "invoke", "process": 0, "value": []}, {"type": "invoke", "process": 0, "value": []}]',
-     "before its operation 0 completed"),
+    ('[{"type": "ok", "process": 0, "value": [["r", null, [1]]]}]', "null key"),
     ('[{"type": "ok", "process": 0, "value": [["append", "x", 1]]}, '
      '{"type": "ok", "process": 1, "value": [["append", "x", 1]]}]', "more than once"),
     ('not json at all [', "not valid"),

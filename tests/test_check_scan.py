@@ -129,12 +129,12 @@ def test_scanner_skips_non_client_ops_and_unknown_keys():
     (b'[{"type":"ok","process":0,"f":"txn","value":[["r",1,[1 2]]]}]', "not valid JSON"),
     (b'[{"type":"ok","process":0,"f":"txn","value":[["r",1,[01]]]}]', "not valid JSON"),
     (b'[{"type":"ok","process":0,"f":"txn","value":[["r",1,null,5]]}]', "micro-op 0"),
-    (b'[{"type":"ok","process":0,"f":"txn","value":[["r",1]]}]', "micro-op 0"),
+    (b'[{"type":"ok","process":0,"f":"txn","value":[["r"]]}]', "micro-op 0"),
     (b'[{"type":"ok","process":0,"f":"txn","value":[5]}]', "micro-op 0"),
     (b'[{"type":"done","process":0,"f":"txn","value":[]}]', "type"),
     (b'[{"type":"ok","process":0,"f":"read","value":[]}]', "has f"),
     (b'[{"type":"ok","process":0,"f":"txn","value":[["append",1,null]]}]', "writes null"),
-    (b'[{"type":"invoke","process":0,"value":[]},{"type":"invoke","process":0,"value":[]}]', "invokes a new"),
+    (b'[{"type":"ok","process":0,"value":[["r",null,[1]]]}]', "null key"),
     (b'{"type":"ok","process":0,"value":[]} {"type":"ok","process":1,"value":[]}\n', "not valid JSON"),
 ])
 def test_malformed_input_is_named_by_the_general_path(text, err):

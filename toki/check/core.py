@@ -123,7 +123,24 @@ def process_edges(h: History) -> G.EdgeSet:
     ok = np.flatnonzero(h.t_type == OK)
     o = ok[np.lexsort((h.t_index[ok], h.t_process[ok]))]
     same = h.t_process[o][1:] == h.t_process[o][:-1]
-    return G.EdgeSet(G.PROCESS, o[:-1][same], o[1:][same])
+    if h.t_pgroup is None:
+        return G.EdgeSet(G.PROCESS, o[:-1][same], o[1:][same])
+    # A process with several outstanding invocations: its ops in one overlap group ran
+    # concurrently, so order each group before the next one, never the ops inside a group.
+    src, dst = [], []
+    runs: list[tuple[int, int, list[int]]] = []   # (process, group, transactions)
+    for t in o.tolist():
+        p, g = int(h.t_process[t]), int(h.t_pgroup[t])
+        if runs and runs[-1][0] == p and runs[-1][1] == g:
+            runs[-1][2].append(t)
+        else:
+            runs.append((p, g, [t]))
+    for (pa, _, a), (pb, _, b) in zip(runs, runs[1:]):
+        if pa == pb:
+            for x in a:
+                src.extend([x] * len(b))
+                dst.extend(b)
+    return G.EdgeSet(G.PROCESS, np.array(src, np.int64), np.array(dst, np.int64))
 
 
 def realtime_edge_set(h: History) -> G.EdgeSet:

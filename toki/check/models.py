@@ -65,8 +65,11 @@ CANONICAL = {
     "strong-read-committed": "strong-PL-2",                    # Elle
 }
 
-#: canonical -> friendly (PL-3 is "serializable"; PL-SS is "strict-serializable").
-FRIENDLY = {c: f for f, c in CANONICAL.items() if f not in ("conflict-serializable", "strong-serializable")}
+#: canonical -> friendly, as Elle's friendly-model-names: PL-3 is "serializable" (Elle sets it so),
+#: and PL-SS is "strong-serializable": Elle inverts canonical-model-names into a hash map, where
+#: strong-serializable wins over strict-serializable (Elle's consistency-model tests expect
+#: strong-serializable in also-not). Both names are accepted as input.
+FRIENDLY = {c: f for f, c in CANONICAL.items() if f not in ("conflict-serializable", "strict-serializable")}
 
 
 def canonical(model: str) -> str:
@@ -355,12 +358,16 @@ def boundary(anomalies: Iterable[str]) -> dict[str, list[str]]:
             "also_not": sorted({friendly(m) for m in imp - is_not} - {friendly(m) for m in is_not})}
 
 
+def _as_written(m: str) -> str:
+    # a friendly name as the table writes it (strict-serializable stays so), a canonical one made friendly
+    return m if m in CANONICAL else friendly(m)
+
+
 def lattice() -> dict:
     """The whole lattice as plain data (for ``toki check --lattice`` and the docs)."""
     return {
-        "models": [{"stronger": friendly(canonical(a)), "weaker": friendly(canonical(b)), "source": s}
-                   for a, b, s in MODEL_EDGES],
-        "proscribes": [{"model": friendly(canonical(m)), "anomalies": list(a), "source": s} for m, a, s in PROSCRIBED],
+        "models": [{"stronger": _as_written(a), "weaker": _as_written(b), "source": s} for a, b, s in MODEL_EDGES],
+        "proscribes": [{"model": _as_written(m), "anomalies": list(a), "source": s} for m, a, s in PROSCRIBED],
         "implied_anomalies": [{"anomaly": a, "implies": list(b), "source": s} for a, b, s in IMPLIED_ANOMALIES],
         "canonical_names": dict(CANONICAL),
     }
