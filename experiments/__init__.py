@@ -28,6 +28,7 @@ MODULES = (
     "multi_writer",
     "two_writer",
     "verdicts",
+    "reported_races",
 )
 
 

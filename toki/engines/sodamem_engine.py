@@ -226,6 +226,8 @@ def _perform(mem, what: tuple):
     if op == "ingest":
         r = _ingest(mem, *args)
         return {"facts": r.counts.get("fact_events")}
+    if op == "ingest-in-order":  # several sessions, one after another, in the order given
+        return [_ingest(mem, t).counts.get("fact_events") for t in args]
     if op == "ingest_assistant":
         r = _ingest(mem, args[0], role="assistant")
         return {"facts": r.counts.get("fact_events")}
@@ -293,6 +295,17 @@ def resurrected(obj: str) -> Detector:
 
 
 _PREFS = ("I prefer tea.", "I like juice.", "I like cocoa.")
+CLAIMS_BY_OBJECT = {c["obj"].lower(): c for c in CLAIMS.values()}
+
+
+def older_survives(predicate: str) -> Detector:
+    """The current value is not the one with the latest valid time (ordering by ingestion)."""
+    def check(state, errors):
+        facts = [f for f in state["facts"] if f["predicate"] == predicate]
+        active = [f["object"] for f in facts if f["status"] == "active"]
+        newest = max(facts, key=lambda f: CLAIMS_BY_OBJECT[f["object"]]["valid_from"])["object"] if facts else None
+        return [f"{active} current, but {newest} is the newest"] if facts and active != [newest] else []
+    return Detector("stale-survives", check, always=True)
 
 
 def belief_read(predicate: str, reader: str) -> Detector:
@@ -355,6 +368,10 @@ def _scenarios(engine: SodaMemEngine) -> dict[str, Scenario]:
                  "asks which lives_in facts are current (get_all_fact_events): serially R sees Berlin or Rome",
                  ("A", "R"), calls({"A": ("ingest", "I moved to Rome."), "R": ("current", "lives_in")}),
                  ingest_setup("I live in Berlin."), False, (belief_read("lives_in", "R"),), ("N2",), observe=True),
+        Scenario("out-of-order-ingest", "one agent ingests the newer move (Paris, May) before the older one (Rome, "
+                 "March), as a reported race claims ingestion order can make the older win; SodaMem orders by "
+                 "event time", ("A",), calls({"A": ("ingest-in-order", "I moved to Paris.", "I moved to Rome.")}),
+                 ingest_setup("I live in Berlin."), False, (older_survives("lives_in"),), ("stale-survives",)),
         Scenario("archive-vs-supersede", "one agent archives 'tea' while another PATCH-supersedes it with 'juice'",
                  ("A", "B"), calls({"A": ("archive", "tea"), "B": ("supersede", "tea", "juice")}),
                  ingest_setup(*_PREFS), False, (), ("lost-update",)),

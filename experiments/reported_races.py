@@ -1,0 +1,133 @@
+"""Races that users of memory engines reported (public issue trackers, 2024-2026), replayed.
+
+Each report is a claim about an engine. It is run against the real engine where toki has it,
+else against toki's model of it, through the engine harness, and classified:
+
+* ``reproduced (race)``: the search finds an interleaving no serial order explains, named as
+  the report names it; the witness replays with ``toki certify --replay``;
+* ``reproduced (design)``: the claimed outcome happens in a serial order too: a property of
+  the engine's design, not of concurrency;
+* ``judge failure``: the outcome comes from what the judge decided, in serial orders as well:
+  not an isolation failure (a testbed must tell them apart);
+* ``not reproduced``: not found within the budget (the budget is stated);
+* ``not runnable``: the engine or its scenario is not available here (the reason is stated).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from toki.cli.render import table
+from toki.errors import TokiError
+
+NAME = "reported-races"
+TABLE = "Races users of mem0, Graphiti/Zep, Letta, LangMem and others reported, replayed and classified"
+
+
+@dataclass(frozen=True)
+class Report:
+    id: str
+    system: str
+    claim: str
+    engine: str  # toki's engine that runs it (real or model)
+    scenario: str
+    anomaly: str  # the detector name that shows the claim
+    kind: str = "race"  # race | design | judge
+
+
+REPORTS = (
+    Report("mem0-duplicate-add", "mem0", "two concurrent add() of the same text both pass the duplicate check on "
+           "a stale snapshot and both insert", "mem0", "add-same-fact", "duplicate-insert"),
+    Report("mem0-linked-ids", "mem0", "a list of linked memory ids read, changed and written back without a lock "
+           "loses one of two concurrent additions (P4)", "mem0", "reported-linked-ids-p4", "lost-update"),
+    Report("mem0-love-hate", "mem0", "'I love Chinese food' then 'I hate Chinese food' leaves an empty store: the "
+           "judge deleted and added nothing (no audit: N3)", "mem0-v2", "love-hate", "N3", "judge"),
+    Report("mem0-add-only-both-current", "mem0", "the ADD-only pipeline keeps both contradicting facts current",
+           "mem0", "add-contradicting", "both-current", "design"),
+    Report("graphiti-shared-driver", "Graphiti/Zep", "per-group workers share one driver, so a write lands in "
+           "another group's graph", "graphiti", "shared-driver-groups", "wrong-group"),
+    Report("graphiti-out-of-order", "Graphiti/Zep", "episodes ingested out of order let an older fact ('lives in "
+           "X') survive a newer one ('moved to Y')", "graphiti", "out-of-order-episodes", "stale-survives", "design"),
+    Report("graphiti-wide-invalidation", "Graphiti/Zep", "invalidation searched too widely and retired facts "
+           "that did not contradict (a judge error, N1)", "graphiti", "wide-invalidation", "wrong-invalidation",
+           "judge"),
+    Report("graphiti-one-in-nine", "Graphiti/Zep", "some contradictions are caught in one run out of nine (judge "
+           "nondeterminism, N1)", "graphiti", "rejudge", "N1"),
+    Report("letta-version-conflict", "Letta", "two writers to one block get a conflict error from its version "
+           "check (P4 detected, not lost)", "letta", "block-write-write", "lost-update"),
+    Report("letta-stale-block", "Letta", "a shared block change is not seen until the agent's next step (stale "
+           "read)", "letta", "stale-block-read", "N2"),
+    Report("langmem-blind-put", "LangMem and others", "a blind put overwrites a concurrent writer's record and "
+           "destroys the loser (P4 and N3)", "mirix", "blind-put", "lost-update"),
+    Report("langmem-double-remember", "LangMem and others", "two concurrent 'remember' calls both replace one "
+           "memory, leaving two latest versions (A5B)", "mirix", "double-remember", "double-supersede"),
+    Report("langmem-consolidation", "LangMem and others", "a long LLM consolidation writes back over memories "
+           "added meanwhile (P4)", "letta", "consolidation-overwrite", "lost-update"),
+    Report("langmem-ingestion-order", "LangMem and others", "ordering by ingestion instead of event time lets an "
+           "older fact replace a newer one", "sodamem", "out-of-order-ingest", "stale-survives", "design"),
+    Report("drops-facts-prompt-bug", "(several)", "'concurrent writes drop facts' was the judge returning nothing "
+           "because of a prompt bug", "mem0-v2", "judge-returns-nothing", "lost-fact", "judge"),
+)
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--budget", type=int, default=40, help="interleavings searched per report (default 40)")
+    p.add_argument("--witness-dir", default=None, help="where witness files go (default: next to --json)")
+
+
+def classify(report: Report, *, budget: int, seed: int, witness_dir: Path) -> dict:
+    from toki.engines.registry import ENGINES, available, load_engine
+    from toki.engines.search import search
+    from toki.engines.trial import TrialRunner
+    from toki.engines.witness import Witness
+
+    row = {"id": report.id, "system": report.system, "claim": report.claim, "engine": report.engine,
+           "scenario": report.scenario, "anomaly": report.anomaly, "budget": budget, "witness": None,
+           "executed": None, "result": None, "evidence": None}
+    info = ENGINES.get(report.engine)
+    try:
+        if info is None or not available(info):
+            raise TokiError(f"engine {report.engine} is not installed here")
+        engine = load_engine(report.engine)
+    except TokiError as e:
+        row.update(result="not runnable", evidence=str(e))
+        return row
+    row["executed"] = getattr(engine, "executed", "real")
+    if report.scenario not in engine.scenarios:
+        row.update(result="not runnable", evidence=f"{report.engine} has no scenario {report.scenario!r}: the "
+                   "report's conditions are not modelled")
+        return row
+    with TrialRunner(engine, report.scenario) as runner:
+        runner.serial_outcomes()
+        for _, trace, out in runner.serial_runs:
+            found = [f for f in runner.by_design(out) if f.split(":", 1)[0] == report.anomaly]
+            if found:
+                w = Witness.from_serial(engine, report.scenario, trace, out, found, seed=seed, budget=budget)
+                row.update(result="judge failure" if report.kind == "judge" else "reproduced (design)",
+                           witness=str(w.save(witness_dir / f"{report.id}.json")), evidence=found[0])
+                return row
+        res = search(runner, budget=budget, seed=seed,
+                     want=lambda r: any(a.split(":", 1)[0] == report.anomaly for a in r.anomalies))
+        if res.admits:
+            w = Witness.from_trial(engine, report.scenario, res.found, seed=seed, budget=budget)
+            row.update(result="reproduced (race)", witness=str(w.save(witness_dir / f"{report.id}.json")),
+                       evidence=next(a for a in res.found.anomalies if a.split(":", 1)[0] == report.anomaly))
+            return row
+    row.update(result="not reproduced", evidence=f"not found in {res.tried} interleavings (budget {budget}, "
+               f"seed {seed})")
+    return row
+
+
+def run(args, out) -> dict:
+    json_path = getattr(args, "json", None)
+    base = Path(args.witness_dir) if args.witness_dir else (
+        Path(json_path).parent / "witnesses" if json_path and json_path != "-" else Path("results") / NAME / "witnesses")
+    base.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    rows = [classify(r, budget=args.budget, seed=args.seed, witness_dir=base) for r in REPORTS]
+    table(out, "reported races", ["report", "engine (scenario)", "result", "evidence"],
+          [(r["id"], f"{r['engine']}{'*' if r['executed'] == 'model' else ''} ({r['scenario']})", r["result"],
+            (r["evidence"] or "")[:90]) for r in rows])
+    return {"rows": rows, "elapsed_s": round(time.perf_counter() - t0, 1), "budget": args.budget}
