@@ -85,6 +85,25 @@ def test_slices_threads_and_json_lines_give_the_same_columns():
         assert_same(h, ref)
 
 
+@pytest.mark.parametrize("layout", ["compact", "pretty", "lines"])
+def test_layout_does_not_change_slices_or_threads(layout):
+    # issue 16: a whole history on one line used to become one slice (cuts were at newlines),
+    # 4.4 s of parsing for 200,000 transactions; cuts are now after op braces, in every layout
+    ops = ops_of("list-append", "snapshot-isolation", 4, txns=300)
+    text = {"compact": json.dumps(ops, separators=(",", ":")).encode(),
+            "pretty": json.dumps(ops, indent=2).encode(),
+            "lines": b"\n".join(orjson.dumps(o) for o in ops) + b"\n"}[layout]
+    assert len(jsonscan._split(jsonscan._Bytes(text), 0, 3)) == 4  # three pieces, one per thread
+    one = jsonscan.scan(text, threads=1)
+    for chunk, threads in ((256, 1), (300, 3), (4096, 2)):
+        sc = jsonscan.scan(text, chunk_bytes=chunk, threads=threads)
+        assert sc is not None
+        for k, v in vars(one).items():
+            w = vars(sc)[k]
+            assert (np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w), (chunk, threads, k)
+    assert_same(parse_text(text, "list-append"), parse_text(text, "list-append", scan=False))
+
+
 FALLBACK = {
     "string keys": lambda o: {**o, "value": [[f, str(k), v] for f, k, v in o["value"]]},
     "float time": lambda o: {**o, "time": o["time"] + 0.5},

@@ -263,21 +263,18 @@ def _scan(src, chunk_bytes: int, threads: int | None) -> Scanned:
 
 
 def _split(src, start: int, k: int) -> list[int]:
-    """Cut points right after an op's closing brace that ends a line (``}``, ``},`` then a newline).
-    In the subset every ``}`` closes an op (nested objects and braces in strings are not in it), so
-    a wrong cut only happens on input the scan rejects anyway."""
+    """Cut points right after an op's closing brace. In the subset every ``}`` closes an op (nested
+    objects and braces in strings are not in it), so a wrong cut only happens on input the scan
+    rejects anyway; and cutting at braces, not newlines, makes the cuts the same whatever the
+    layout (one op per line, one line for the whole file, pretty-printed)."""
     n = src.size
     cuts = [start]
     for i in range(1, k):
         a = max(cuts[-1] + 1, start + (n - start) * i // k)
         win = src.read(a, min(n, a + (1 << 16)))
-        j = win.find(b"\n")
-        while j >= 0:
-            head = win[max(j - 8, 0):j].rstrip(b"\r \t")
-            if j >= 8 and head.endswith((b"}", b"},")):
-                cuts.append(a + max(j - 8, 0) + len(head) - head.endswith(b","))
-                break
-            j = win.find(b"\n", j + 1)
+        j = win.find(b"}")
+        if j >= 0:
+            cuts.append(a + j + 1)
     cuts.append(n)
     return sorted(set(cuts))
 
@@ -290,8 +287,8 @@ def _scan_span(src, s: int, end: int, first: bool, last: bool, mode: dict, chunk
     ch = chunk_bytes
     while s < end:
         buf = src.read(s, min(end, s + ch))
-        if s + len(buf) < end:  # end the slice after its last newline
-            k = buf.rfind(b"\n")
+        if s + len(buf) < end:  # end the slice after its last closing brace (no token is cut)
+            k = buf.rfind(b"}")
             if k < 0:
                 ch *= 2
                 continue
