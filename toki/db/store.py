@@ -56,6 +56,9 @@ from toki.operators import (
 from toki.provenance import Carrier, plus_all
 
 
+REVISIONS = ("change", "correction")
+
+
 class SchemaMode(enum.Enum):
     AUDIT_ROW = "audit_row"
     DUAL_ROW = "dual_row"
@@ -168,12 +171,17 @@ class WriteTxn:
 
     def __init__(self, store: "Store", conn: psycopg.Connection, fact: Fact, *, operator: str,
                  level: Level, mode: SchemaMode, judge: Judge | None, guard: bool, at: datetime | None,
-                 canonicalize: bool = True, session: str | None = None, slot_lock: bool = False):
+                 canonicalize: bool = True, session: str | None = None, slot_lock: bool = False,
+                 revision: str = "change"):
         self.store, self.conn, self.fact = store, conn, fact
         self.slot_lock = slot_lock
         self._locked = False
         self.operator, self.level, self.mode = operator, level, mode
         self.judge, self.guard, self.at = judge, guard, at
+        if revision not in REVISIONS:
+            raise ConfigError(f"unknown revision {revision!r}", fix="use 'change' (the old value was true until "
+                              "the new one's valid time) or 'correction' (it was never true)")
+        self.revision = revision
         self.canonicalize = canonicalize
         self.session = session
         self.candidates: list[Row] | None = None
@@ -424,8 +432,11 @@ class WriteTxn:
             self.writes.append((inc.fact_id, None))
             if self.mode is not SchemaMode.BASE:
                 c.execute(_INSERT, Row.of(res.winner, self.operator).values())
-                # The loser stays true outside the winner's valid period: keep those parts current.
-                for part, suffix in zip(inc.valid.minus(new.valid), ("#pre", "#post")):
+                # A change: the loser stays true outside the winner's valid period, so those parts
+                # stay current. A correction: the loser was never true; nothing of it stays.
+                parts = inc.valid.minus(new.valid) if self.revision == "change" else []
+                for part in parts:
+                    suffix = "#pre" if part.start < new.valid_from else "#post"
                     rest = inc.replace(fact_id=inc.fact_id + suffix, valid_from=part.start,
                                        valid_to=part.end).stamped(t)
                     c.execute(_INSERT, Row.of(rest, self.incumbent.resolution_strategy_id).values())
@@ -624,29 +635,38 @@ class Store:
     def begin_write(self, fact: Fact, *, operator: str = "lww", level: Level | str | None = None,
                     mode: SchemaMode | str | None = None, judge: Judge | None = None, guard: bool = True,
                     at: datetime | None = None, conn: psycopg.Connection | None = None,
-                    canonicalize: bool = True, session: str | None = None, slot_lock: bool = False) -> WriteTxn:
+                    canonicalize: bool = True, session: str | None = None, slot_lock: bool = False,
+                    revision: str = "change", canonicalizer=None) -> WriteTxn:
         if operator not in OPERATORS:
             raise ConfigError(f"unknown operator {operator!r}", fix=f"use one of {', '.join(OPERATORS)}")
         if not isinstance(fact, Fact):
             raise InputError(f"write needs a Fact, got {type(fact).__name__}", fix="build a toki.Fact")
         lvl = PRECONDITION[operator] if level is None else (parse_level(level) if isinstance(level, str) else level)
+        if canonicalizer is not None:  # one real-world slot, one predicate name, whatever the extractor said
+            fact = fact.replace(predicate=canonicalizer.slot(fact.predicate))
         return WriteTxn(self, conn or self.conn, fact, operator=operator, level=lvl,
                         mode=SchemaMode.parse(mode) if mode is not None else self.mode,
                         judge=judge, guard=guard, at=at, canonicalize=canonicalize, session=session,
-                        slot_lock=slot_lock)
+                        slot_lock=slot_lock, revision=revision)
 
     def write(self, fact: Fact, *, operator: str = "lww", level: Level | str | None = None,
               mode: SchemaMode | str | None = None, judge: Judge | None = None, guard: bool = True,
               at: datetime | None = None, conn: psycopg.Connection | None = None,
-              slot_lock: bool = False) -> WriteOutcome:
+              slot_lock: bool = False, revision: str = "change", canonicalizer=None) -> WriteOutcome:
         """Run SPEC §4 as one transaction at ``level`` (default: the operator's precondition).
+
+        ``revision``: ``"change"`` (default) keeps the loser current outside the winner's valid
+        period ("lived in Berlin until March"); ``"correction"`` closes all of it ("never lived in
+        Berlin"): ``as_of(valid, system)`` then answers what was believed at ``system`` about
+        ``valid`` for each. ``canonicalizer`` (:mod:`toki.slots`) maps the predicate to its slot.
 
         ``slot_lock=True`` also serialises writers of the same (subject, predicate) slot with an
         advisory lock taken before the transaction begins: beyond SPEC §4, it closes the
         empty-slot phantom that SI lets through (two writers both insert into an empty slot).
         """
         return self.begin_write(fact, operator=operator, level=level, mode=mode, judge=judge,
-                                guard=guard, at=at, conn=conn, slot_lock=slot_lock).run()
+                                guard=guard, at=at, conn=conn, slot_lock=slot_lock, revision=revision,
+                                canonicalizer=canonicalizer).run()
 
     def begin_consolidate(self, subject: str, predicate: str, *, operator: str = "lww",
                           level: Level | str | None = None, mode: SchemaMode | str | None = None,
