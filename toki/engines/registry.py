@@ -22,6 +22,7 @@ ENGINES: dict[str, EngineInfo] = {e.name: e for e in (
                "the AtomMem model with a lock held from load to save and atomic replace (a fix)"),
     EngineInfo("toki", "toki.engines.toki_engine:toki_engine",
                "TOKI's own write path (each operator at and below its precondition) on PostgreSQL"),
+    EngineInfo("mem0", "toki.engines.mem0_engine:mem0", "mem0 (PyPI mem0ai 2.x), its unmodified code on PostgreSQL+pgvector and a SQLite history", ("mem0",)),
 )}
 
 
