@@ -1,0 +1,294 @@
+"""Letta's core-memory blocks, a faithful model of how an agent step writes a block.
+
+Letta (PyPI ``letta``) is a server with PostgreSQL or SQLite behind SQLAlchemy's async ORM and an
+LLM loop; toki does not run the server here, so this module models the write path of a memory
+block; executed = "model". Read on 2026-12-01 from the stored copies of the public code:
+
+- letta-ai/letta ``letta/services/tool_executor/core_tool_executor.py`` @0f6f52c,
+  ``LettaCoreToolExecutor.core_memory_append`` / ``core_memory_replace`` / ``memory_rethink``: the
+  tool edits ``agent_state.memory`` - the blocks loaded when the step started - and calls
+  ``agent_manager.update_memory_if_changed_async(agent_id, new_memory)``;
+- letta-ai/letta ``letta/services/agent_manager.py`` (the async version, 123 kB stored copy),
+  ``AgentManager.update_memory_if_changed_async``: re-reads the agent with its blocks, and when the
+  new memory's compiled text is not in the system message, for every label whose value in the
+  new memory differs from the value just read calls ``block_manager.update_block_async`` with the
+  new memory's value ("# update the blocks (LRW) in the DB"), then reads the blocks again;
+- letta-ai/letta ``letta/services/block_manager.py`` @0fb8d32, ``BlockManager.update_block_async``:
+  in one session ``BlockModel.read_async`` (a SELECT), set the value, flush, commit;
+- ``letta/orm/block.py`` (read from the fork oculairmedia/letta@21e8809; the upstream file is not
+  in the stored index): ``version`` with ``__mapper_args__ = {"version_id_col": version}``, so the
+  flush is ``UPDATE block SET value=?, version=? WHERE id=? AND version=?`` and a row count of 0
+  raises SQLAlchemy's ``StaleDataError`` - the optimistic check spans the read in
+  ``update_block_async`` and the flush, not the LLM step that computed the value.
+
+What the model does per step: load the agent's blocks (one SELECT); the LLM stand-in picks the tool
+call from the loaded copy; ``update_memory_if_changed_async`` as above on SQLite (``letta.db``):
+SELECT the agent's blocks, then per changed label ``SELECT value, version`` (autocommit, as
+pysqlite runs a SELECT outside a transaction), ``BEGIN``, ``UPDATE ... WHERE version = ?``, and on
+0 rows ``ROLLBACK`` and :class:`BlockVersionConflict` (the model of ``StaleDataError``; a
+:class:`toki.errors.WriteRefused`, so the harness counts the call as a clean abort: nothing it
+wrote stays), else ``COMMIT``; then SELECT the blocks again. A heartbeat runs a second step that
+loads the blocks afresh.
+
+Where the model is simpler: no messages, tools, system-prompt rebuild or block history tables;
+the "is the compiled memory in the system message" test is "does the new memory differ from the
+memory loaded at step start" (the system message is rebuilt from it at step start); in Letta a
+tool error goes back to the LLM, which may retry in a later step - the model ends the call with the
+conflict instead. The LLM stand-in: "remember" appends a line, unless a stored line contradicts it
+(``CONTRADICTS``) and the :mod:`toki.judges` judge lets the new fact win, which replaces the line;
+"rethink" rewrites the whole block as one consolidated line; "ask" answers with the stored line on
+the topic; "note" appends to the agent's own block.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toki.engines.engine import Detector, Scenario
+from toki.engines.models import JudgeFactory, ask_judge, connect, greedy_judge, rejudged, wobbling_judge
+from toki.errors import ConfigError, WriteRefused
+
+VERSION = ("model of letta-ai/letta@0f6f52c core_tool_executor.py (core_memory_append/replace, memory_rethink), "
+           "agent_manager.py (update_memory_if_changed_async), @0fb8d32 block_manager.py (update_block_async), "
+           "orm/block.py version_id_col (oculairmedia/letta@21e8809), read 2026-12-01; toki model 1")
+
+BERLIN, PARIS, ROME = "Alice lives in Berlin.", "Alice lives in Paris.", "Alice lives in Rome."
+CAT, VIOLIN = "Alice has a cat.", "Alice plays the violin."
+CONTRADICTS = [(a, b) for a in (BERLIN, PARIS, ROME) for b in (BERLIN, PARIS, ROME) if a != b]
+
+
+class BlockVersionConflict(WriteRefused):
+    """SQLAlchemy's ``StaleDataError`` on the block's ``version_id_col``: the flush matched 0 rows."""
+
+
+def letta_judge() -> JudgeFactory:
+    return greedy_judge(CONTRADICTS, "letta-edit-fixture")
+
+
+def letta_wobbling_judge(p: float = 0.5, seed: int = 0) -> JudgeFactory:
+    return wobbling_judge(CONTRADICTS, "letta-edit-wobbling", p=p, seed=seed)
+
+
+class LettaHandle:
+    def __init__(self, model: "LettaModel", location: Path):
+        self.model = model
+        self.conn = connect(Path(location) / "letta.db")
+        self.conn.execute("CREATE TABLE IF NOT EXISTS block (id TEXT PRIMARY KEY, label TEXT NOT NULL, "
+                          "value TEXT NOT NULL, version INTEGER NOT NULL DEFAULT 1)")
+        self.conn.execute("CREATE TABLE IF NOT EXISTS blocks_agents (agent_id TEXT, block_id TEXT, label TEXT, "
+                          "PRIMARY KEY (agent_id, label))")
+        self.agent: str | None = None
+        self.judge = None
+
+    def bind(self, agent: str) -> None:
+        if self.agent != agent:
+            self.agent, self.judge = agent, self.model.judge_factory(agent)
+
+
+# -- the server's managers ------------------------------------------------------------------------
+
+def load_memory(h: LettaHandle, agent_id: str) -> dict[str, tuple[str, str]]:
+    """``get_agent_by_id_async(include_relationships=["memory"])``: label -> (block id, value)."""
+    rows = h.conn.execute("SELECT ba.label, b.id, b.value FROM blocks_agents ba JOIN block b ON b.id = ba.block_id "
+                          "WHERE ba.agent_id = ? ORDER BY ba.label", (agent_id,)).fetchall()
+    return {label: (bid, value) for label, bid, value in rows}
+
+
+def update_block(h: LettaHandle, block_id: str, value: str) -> None:
+    """``BlockManager.update_block_async``: read, set, flush with the version check, commit."""
+    row = h.conn.execute("SELECT value, version FROM block WHERE id = ?", (block_id,)).fetchone()
+    version = row[1]
+    h.conn.execute("BEGIN")
+    cur = h.conn.execute("UPDATE block SET value = ?, version = ? WHERE id = ? AND version = ?",
+                         (value, version + 1, block_id, version))
+    if cur.rowcount != 1:
+        h.conn.execute("ROLLBACK")
+        raise BlockVersionConflict(f"UPDATE statement on table 'block' expected to update 1 row(s); "
+                                   f"{cur.rowcount} were matched (block {block_id}, version {version})",
+                                   fix="Letta reports the conflict to the LLM as a tool error; retry the step")
+    h.conn.execute("COMMIT")
+
+
+def update_memory_if_changed(h: LettaHandle, agent_id: str, new_memory: dict[str, str],
+                             loaded: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """``AgentManager.update_memory_if_changed_async``: last writer wins per changed label."""
+    if new_memory == {k: v for k, (_, v) in loaded.items()}:
+        return new_memory
+    fresh = load_memory(h, agent_id)
+    for label in sorted(fresh):
+        block_id, current = fresh[label]
+        if new_memory[label] != current:
+            update_block(h, block_id, new_memory[label])
+    return {k: v for k, (_, v) in load_memory(h, agent_id).items()}
+
+
+def create_block(h: LettaHandle, block_id: str, label: str, value: str, agents: tuple[str, ...]) -> None:
+    h.conn.execute("INSERT INTO block (id, label, value) VALUES (?, ?, ?)", (block_id, label, value))
+    for a in agents:
+        h.conn.execute("INSERT INTO blocks_agents VALUES (?, ?, ?)", (a, block_id, label))
+
+
+# -- one agent step ---------------------------------------------------------------------------------
+
+def step(h: LettaHandle, agent_id: str, message: tuple, votes: list[dict]) -> dict:
+    loaded = load_memory(h, agent_id)  # the blocks as the step starts (compiled into the system prompt)
+    memory = {k: v for k, (_, v) in loaded.items()}
+    op, label, arg = message
+    reply = None
+    if op == "remember":  # core_memory_replace over a contradicted line, else core_memory_append
+        lines = memory[label].split("\n")
+        hit = next((ln for ln in lines if (ln, arg) in CONTRADICTS), None)
+        if hit is not None:
+            if ask_judge(h.judge, hit, arg, votes):
+                memory[label] = memory[label].replace(hit, arg)
+        elif arg not in lines:
+            memory[label] = memory[label] + "\n" + arg
+    elif op == "note":  # core_memory_append to the agent's own block
+        memory[label] = memory[label] + "\n" + arg
+    elif op == "rethink":  # memory_rethink: the whole block rewritten from the loaded copy
+        memory[label] = "Summary: " + " ".join(ln for ln in memory[label].split("\n") if ln)
+    elif op == "ask":  # send_message from the in-context memory, no tool edit
+        reply = next((ln for ln in memory[label].split("\n") if arg in ln), None)
+    else:
+        raise ConfigError(f"unknown Letta message {op!r}", fix="use remember, note, rethink or ask")
+    after = update_memory_if_changed(h, agent_id, memory, loaded)
+    return {"reply": reply, "memory": after}
+
+
+class LettaModel:
+    name = "letta"
+    executed = "model"
+    version = VERSION
+
+    def __init__(self, *, judge: JudgeFactory | None = None):
+        self.judge_factory = judge or letta_judge()
+        self.scenarios = _scenarios(self)
+
+    @property
+    def description(self) -> str:
+        return ("a model of Letta's memory blocks: the step loads the blocks, the LLM edits its copy, the flush "
+                "writes every label that differs from a fresh read (last writer wins) with an optimistic version "
+                "check spanning only the final read and flush")
+
+    def open(self, location: Path) -> LettaHandle:
+        return LettaHandle(self, Path(location))
+
+    def close(self, h: LettaHandle) -> None:
+        h.conn.close()
+
+    def state(self, h: LettaHandle) -> dict:
+        rows = h.conn.execute("SELECT label, value FROM block ORDER BY label").fetchall()
+        return {"blocks": [list(r) for r in rows]}
+
+    def run_plan(self, h: LettaHandle, agent: str, plan: tuple) -> dict:
+        """One user message to agent ``agent``: its steps (a heartbeat runs another step)."""
+        h.bind(agent)
+        votes: list[dict] = []
+        steps = [step(h, agent, m, votes) for m in plan]
+        return {"steps": steps, "votes": votes}
+
+
+# -- detectors ---------------------------------------------------------------------------------------
+
+def _block(state, label: str) -> str:
+    return next((v for lb, v in state["blocks"] if lb == label), "")
+
+
+def lines_lost(label: str, *texts: str) -> Detector:
+    def check(state, errors):
+        if errors:
+            return []  # a conflict aborted a writer: its line was never written (detected, not lost)
+        have = _block(state, label)
+        return [f"{t!r} is not in block {label!r} although its step returned: another agent's last-writer-wins "
+                "flush wrote a value computed from the block as it was loaded at that agent's step start, and the "
+                "version check (read and flush only) passed" for t in texts if t not in have]
+    return Detector("lost-update", check)
+
+
+def stale_within_call(agent: str) -> Detector:
+    def check(state, errors, observed):
+        res = (observed or {}).get(agent)
+        if not res:
+            return []
+        replies = [s["reply"] for s in res["steps"]]
+        if len(set(replies)) > 1:
+            return [f"agent {agent}'s call answered {replies[0]!r} in its first step and {replies[-1]!r} in its "
+                    "heartbeat step: the shared block changed during the call and the change was not seen until the "
+                    "next step (a stale read)"]
+        return []
+    return Detector("N2", check, observes=True)
+
+
+def reverted(label: str, old: str, new: str) -> Detector:
+    def check(state, errors):
+        have = _block(state, label)
+        if old in have and new not in have and not errors:
+            return [f"block {label!r} says {old!r} again: an agent that never edited it flushed its step-start copy "
+                    f"over the concurrent change to {new!r} (update_memory_if_changed compares the new memory with a "
+                    "fresh read and writes every label that differs)"]
+        return []
+    return Detector("lost-update", check)
+
+
+def replaced_without_trace(label: str, old: str) -> Detector:
+    def check(state, errors):
+        have = _block(state, label)
+        return ([f"{old!r} was overwritten in block {label!r}: the block keeps only its latest value (block history "
+                 "is written only by explicit checkpoints), so the replaced fact leaves no trace"]
+                if old not in have else [])
+    return Detector("N3", check, always=True)
+
+
+# -- scenarios ----------------------------------------------------------------------------------------
+
+def _scenarios(engine: LettaModel) -> dict[str, Scenario]:
+    def setup_blocks(*blocks):
+        def setup(h):
+            for bid, label, value, agents in blocks:
+                create_block(h, bid, label, value, agents)
+        return setup
+
+    def calls(plan: dict[str, tuple]):
+        def call(h, agent):
+            return engine.run_plan(h, agent, plan[agent])
+        return call
+
+    sc = [
+        Scenario("two-writers-one-block",
+                 "the reported Letta race 'two writers to one block get a conflict error from its version check (P4 "
+                 "detected, not lost)': agents A and B share block 'human' and each remembers a fact (append). When "
+                 "their flushes overlap, the later UPDATE ... WHERE version = v matches 0 rows and the call fails "
+                 "with BlockVersionConflict (StaleDataError; a clean abort). When only their LLM steps overlap, the "
+                 "later flush reads the new version and writes its stale copy: the other fact is lost silently",
+                 ("A", "B"), calls({"A": (("remember", "human", CAT),), "B": (("remember", "human", VIOLIN),)}),
+                 setup_blocks(("block-human", "human", BERLIN, ("A", "B"))), False,
+                 (lines_lost("human", CAT, VIOLIN), rejudged()), ("lost-update",), observe=True),
+        Scenario("shared-block-stale-read",
+                 "the reported Letta race 'a shared block change is not seen until the agent's next step (stale "
+                 "read)': agent A answers 'where does Alice live?' and takes a heartbeat step, while agent S "
+                 "remembers that Alice moved to Rome in the shared block 'human'",
+                 ("A", "S"), calls({"A": (("ask", "human", "lives"), ("ask", "human", "lives")),
+                                    "S": (("remember", "human", ROME),)}),
+                 setup_blocks(("block-human", "human", BERLIN, ("A", "S"))), False,
+                 (stale_within_call("A"), replaced_without_trace("human", BERLIN)), ("N2",), observe=True),
+        Scenario("stale-write-back",
+                 "agent A appends a note to its own block 'notes' while agent S replaces Berlin by Rome in the shared "
+                 "block 'human': A's flush compares its whole step-start memory with a fresh read and writes back "
+                 "the stale 'human' too, undoing S's change (found in the model; not among the reported races)",
+                 ("A", "S"), calls({"A": (("note", "notes", "Asked about the move."),),
+                                    "S": (("remember", "human", ROME),)}),
+                 setup_blocks(("block-human", "human", BERLIN, ("A", "S")), ("block-notes", "notes", "Notes:", ("A",))),
+                 False, (reverted("human", BERLIN, ROME), replaced_without_trace("human", BERLIN)), ("lost-update",)),
+        Scenario("consolidation-overwrites",
+                 "the reported race 'a long LLM consolidation writes back over memories added meanwhile (P4)' "
+                 "(LangMem and others), on Letta: a sleep-time agent C rethinks the shared block (memory_rethink "
+                 "from its step-start copy) while agent A remembers a new fact in it; C's flush erases A's line",
+                 ("C", "A"), calls({"C": (("rethink", "human", ""),), "A": (("remember", "human", CAT),)}),
+                 setup_blocks(("block-human", "human", BERLIN, ("A", "C"))), False,
+                 (lines_lost("human", CAT),), ("lost-update",)),
+    ]
+    return {s.name: s for s in sc}
+
+
+def letta() -> LettaModel:
+    return LettaModel()
