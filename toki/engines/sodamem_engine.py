@@ -85,6 +85,9 @@ CLAIMS: dict[str, dict] = {
                           valid_from="2026-03-01"),
     "I like cocoa.": dict(kind="preference", modality="preference", predicate="prefers_drink", obj="cocoa",
                           valid_from="2026-05-01"),
+    # What an LLM extractor really produced once (SPEC: the object folded into the predicate).
+    "I moved to Mangwon-dong.": dict(kind="state", modality="current_state", predicate="live_in_mangwon_dong",
+                                     obj="Mangwon-dong", valid_from="2026-06-01"),
     "You live in Lisbon.": dict(kind="state", modality="current_state", predicate="lives_in", obj="Lisbon",
                                 valid_from="2026-04-01"),
 }
@@ -308,6 +311,20 @@ def older_survives(predicate: str) -> Detector:
     return Detector("stale-survives", check, always=True)
 
 
+def same_slot_two_names() -> Detector:
+    """Two current values of one real-world slot under different predicate names (toki.slots)."""
+    from toki.slots import HeadVerb
+
+    def check(state, errors):
+        hv, groups = HeadVerb(), {}
+        for f in state["facts"]:
+            if f["status"] == "active":
+                groups.setdefault(hv.slot(f["predicate"]), []).append(f)
+        return [f"slot {slot} holds {sorted(x['object'] for x in fs)} under {sorted({x['predicate'] for x in fs})}, "
+                "all current" for slot, fs in groups.items() if len({x["predicate"] for x in fs}) > 1]
+    return Detector("slot-drift", check, always=True)
+
+
 def belief_read(predicate: str, reader: str) -> Detector:
     """N2 on SodaMem: a reader told something no serial order of the same calls shows."""
     def check(state, errors, observed):
@@ -372,6 +389,10 @@ def _scenarios(engine: SodaMemEngine) -> dict[str, Scenario]:
                  "March), as a reported race claims ingestion order can make the older win; SodaMem orders by "
                  "event time", ("A",), calls({"A": ("ingest-in-order", "I moved to Paris.", "I moved to Rome.")}),
                  ingest_setup("I live in Berlin."), False, (older_survives("lives_in"),), ("stale-survives",)),
+        Scenario("predicate-drift", "the extractor names the move 'live_in_mangwon_dong' instead of lives_in: "
+                 "SodaMem's slot test (same canonical predicate) never meets the old address",
+                 ("A",), calls({"A": ("ingest", "I moved to Mangwon-dong.")}), ingest_setup("I live in Berlin."),
+                 False, (same_slot_two_names(),), ("slot-drift",)),
         Scenario("archive-vs-supersede", "one agent archives 'tea' while another PATCH-supersedes it with 'juice'",
                  ("A", "B"), calls({"A": ("archive", "tea"), "B": ("supersede", "tea", "juice")}),
                  ingest_setup(*_PREFS), False, (), ("lost-update",)),
