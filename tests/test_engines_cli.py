@@ -49,6 +49,8 @@ def test_engines_list_names_real_engines_and_models():
     (["certify", "--engine-module", "nosuch.module:x"], "cannot import"),
     (["certify", "--engine-module", "tests.toy_engine:counter", "--budget", "0"], "at least 1"),
     (["certify", "--replay", "/nonexistent/w.json"], "does not exist"),
+    (["certify", "--engine", "toki", "--dsn", "mysql://root@127.0.0.1:3306/test"], "runs on postgresql"),
+    (["certify", "--engine-module", "tests.toy_engine:counter", "--dsn", "sqlite:///x.db"], "own storage"),
 ])
 def test_bad_input_exits_2_naming_the_fix(argv, needle):
     rc, out, err = _toki(*argv)

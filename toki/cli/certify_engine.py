@@ -35,9 +35,18 @@ def _progress(total: int, label: str):
 
 
 def _server_for(engine, dsn):
+    """Point an engine that keeps its memory in a database server at ``--dsn`` (else the default)."""
+    if dsn and not hasattr(engine, "use_server"):
+        raise ConfigError(f"engine {engine.name} keeps its memory in its own storage, not at a --dsn",
+                          fix="drop --dsn for this engine")
     if hasattr(engine, "use_server"):
+        from toki.backends.base import scheme_of
         from toki.db.server import resolve
 
+        schemes = getattr(engine, "dsn_schemes", ("postgresql",))
+        if dsn and scheme_of(dsn) not in schemes:
+            raise ConfigError(f"engine {engine.name} runs on {', '.join(schemes)}, not on {scheme_of(dsn)}",
+                              fix="pass a postgresql:// DSN, or none for the embedded PostgreSQL")
         engine.use_server(resolve(dsn))
 
 
