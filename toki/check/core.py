@@ -44,8 +44,10 @@ def _ord_bits(reportable: set[str]) -> int:
 
 def check(history, workload: str = "list-append", models=None, anomalies=None, *,
           cycle_search_timeout: float = CYCLE_SEARCH_TIMEOUT, wfr_keys: bool = False,
-          sequential_keys: bool = False, linearizable_keys: bool = False, stats: bool = False) -> dict:
-    """Check a history (path, list of op maps, or parsed History) against consistency models."""
+          sequential_keys: bool = False, linearizable_keys: bool = False, stats: bool = False,
+          fmt: str | None = None) -> dict:
+    """Check a history (path, list of op maps, or parsed History) against consistency models.
+    ``fmt`` ("edn" or "json") overrides the format a path's suffix implies."""
     t0 = time.perf_counter()
     if models is None and anomalies is None:
         models = list(DEFAULT_MODELS)
@@ -53,7 +55,7 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
     anomalies = cm.validate_anomalies(anomalies or [])
     if isinstance(history, (str, Path)):
         t_load = t0  # the scanner reads the file a slice at a time: "parse" includes reading it
-        h = read(history, workload)
+        h = read(history, workload, fmt=fmt)
     else:
         t_load = time.perf_counter()
         h = history if isinstance(history, History) else parse(history, workload)

@@ -7,20 +7,36 @@ ran out of time is never a pass), 2 bad input (the message names the op and what
 from __future__ import annotations
 
 EPILOG = ("exit status: 0 valid, 1 invalid or unknown (never a pass), 2 bad input. "
-          "Default models (none given): strict-serializable, as Elle.")
+          "Default models (none given): strict-serializable, as Elle. "
+          "elle-cli's flags work too: -m/--model list-append|rw-register (the workload), "
+          "-c/--consistency-models A,B, -a/--anomalies A,B, -f/--format edn|json, -v/--verbose, several files.")
+
+#: elle-cli's --model values (its checkers) -> toki's workload. No consistency model has these
+#: names, so --model can mean either: a workload (elle-cli's habit) or a model (toki's).
+ELLE_CLI_WORKLOADS = {"list-append": "list-append", "elle-list-append": "list-append",
+                      "rw-register": "rw-register", "elle-rw-register": "rw-register"}
 
 
 def register(sub) -> None:
     p = sub.add_parser("check", help="check a Jepsen history (list-append, rw-register) like Elle",
                        description=__doc__.split("\n\n")[0], epilog=EPILOG)
-    p.add_argument("file", nargs="?", help="history file: JSON array, JSON lines, or EDN (.edn)")
-    p.add_argument("--workload", choices=("list-append", "rw-register"), default="list-append")
-    p.add_argument("--model", action="append", default=None, metavar="M",
-                   help="consistency model that must hold (repeatable), e.g. serializable, snapshot-isolation")
+    p.add_argument("file", nargs="*", help="history file(s): JSON array, JSON lines, or EDN (.edn)")
+    p.add_argument("--workload", choices=("list-append", "rw-register"), default=None,
+                   help="the workload (default list-append)")
+    p.add_argument("-m", "--model", action="append", default=None, metavar="M",
+                   help="consistency model that must hold (repeatable), e.g. serializable, snapshot-isolation; "
+                        "as in elle-cli, list-append or rw-register here names the workload")
     p.add_argument("--anomaly", action="append", default=None, metavar="A",
                    help="anomaly that must not occur (repeatable), e.g. G2-item, lost-update")
+    p.add_argument("-c", "--consistency-models", action="append", default=None, metavar="M,N",
+                   help="elle-cli's spelling: comma-separated consistency models")
+    p.add_argument("-a", "--anomalies", action="append", default=None, metavar="A,B",
+                   help="elle-cli's spelling: comma-separated anomalies")
+    p.add_argument("-f", "--format", choices=("edn", "json"), default=None,
+                   help="history format (default: .edn files are EDN, others JSON)")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                    help="print the result as JSON (or write it to PATH)")
+    p.add_argument("-v", "--verbose", action="store_true", help="elle-cli's spelling of --json")
     p.add_argument("--cycle-search-timeout", type=float, default=None, metavar="S",
                    help="seconds of cycle search per strongly connected component (default 5)")
     p.add_argument("--wfr-keys", action="store_true", help="rw-register: writes follow reads inside a txn")
@@ -45,19 +61,48 @@ def run(args, out) -> int:
         return 0
     if not args.file:
         raise ConfigError("no history file given", fix="toki check FILE --workload list-append")
-    if args.workload == "list-append" and (args.wfr_keys or args.sequential_keys or args.linearizable_keys):
+    workload, models, anomalies = _options(args)
+    if workload == "list-append" and (args.wfr_keys or args.sequential_keys or args.linearizable_keys):
         raise ConfigError("--wfr-keys, --sequential-keys and --linearizable-keys apply to rw-register only",
                           fix="drop them, or use --workload rw-register")
     fast_malloc()
-    res = check(args.file, workload=args.workload, models=args.model, anomalies=args.anomaly,
-                cycle_search_timeout=args.cycle_search_timeout or CYCLE_SEARCH_TIMEOUT,
-                wfr_keys=args.wfr_keys, sequential_keys=args.sequential_keys,
-                linearizable_keys=args.linearizable_keys, stats=args.stats)
-    if args.json:
-        emit_json(res, out, args.json)
+    results = {}
+    for f in args.file:
+        results[f] = check(f, workload=workload, models=models, anomalies=anomalies,
+                           cycle_search_timeout=args.cycle_search_timeout or CYCLE_SEARCH_TIMEOUT,
+                           wfr_keys=args.wfr_keys, sequential_keys=args.sequential_keys,
+                           linearizable_keys=args.linearizable_keys, stats=args.stats, fmt=args.format)
+    as_json = args.json or ("-" if args.verbose else None)
+    if as_json:
+        emit_json(results[args.file[0]] if len(args.file) == 1 else results, out, as_json)
     else:
-        _human(res, out)
-    return 0 if res["valid"] is True else 1
+        for f, res in results.items():
+            if len(args.file) > 1:
+                out.write(f"{f}\n")
+            _human(res, out)
+    return 0 if all(r["valid"] is True for r in results.values()) else 1
+
+
+def _options(args) -> tuple[str, list | None, list | None]:
+    """toki's and elle-cli's flags to (workload, models, anomalies)."""
+    from toki.errors import ConfigError
+
+    workloads = [ELLE_CLI_WORKLOADS[m] for m in args.model or () if m in ELLE_CLI_WORKLOADS]
+    models = [m for m in args.model or () if m not in ELLE_CLI_WORKLOADS]
+    if args.workload:
+        workloads.append(args.workload)
+    if len(set(workloads)) > 1:
+        raise ConfigError(f"two workloads given: {', '.join(sorted(set(workloads)))}",
+                          fix="give one of --workload / --model list-append|rw-register")
+    for group in args.consistency_models or ():
+        models += [m.strip().lstrip(":") for m in group.split(",") if m.strip()]
+    anomalies = list(args.anomaly or ())
+    for group in args.anomalies or ():
+        anomalies += [a.strip().lstrip(":") for a in group.split(",") if a.strip()]
+    # Elle's default (strict-serializable) applies when neither models nor anomalies are given
+    given_models = args.model is not None and models or args.consistency_models is not None
+    return (workloads[0] if workloads else "list-append", models if given_models else None,
+            anomalies if (args.anomaly is not None or args.anomalies is not None) else None)
 
 
 def _human(res: dict, out) -> None:
