@@ -205,6 +205,15 @@ def lines_lost(label: str, *texts: str) -> Detector:
     return Detector("lost-update", check)
 
 
+def rethink_lost(label: str) -> Detector:
+    def check(state, errors):
+        if errors or "Summary:" in _block(state, label):
+            return []
+        return [f"the consolidated block {label!r} is gone although the rethink returned: the other agent flushed its "
+                "step-start copy over it (last writer wins; the version check passed because it read the new version)"]
+    return Detector("lost-update", check)
+
+
 def stale_within_call(agent: str) -> Detector:
     def check(state, errors, observed):
         res = (observed or {}).get(agent)
@@ -285,7 +294,7 @@ def _scenarios(engine: LettaModel) -> dict[str, Scenario]:
                  "from its step-start copy) while agent A remembers a new fact in it; C's flush erases A's line",
                  ("C", "A"), calls({"C": (("rethink", "human", ""),), "A": (("remember", "human", CAT),)}),
                  setup_blocks(("block-human", "human", BERLIN, ("A", "C"))), False,
-                 (lines_lost("human", CAT),), ("lost-update",)),
+                 (lines_lost("human", CAT), rethink_lost("human")), ("lost-update",)),
     ]
     return {s.name: s for s in sc}
 

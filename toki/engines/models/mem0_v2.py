@@ -328,8 +328,8 @@ def updates_from_same_value() -> Detector:
         for mid, rows in sorted(_history(state).items()):
             olds = [r[1] for r in rows if r[0] == "UPDATE"]
             for old in sorted(set(olds)):
-                if olds.count(old) > 1:
-                    news = [r[2] for r in rows if r[0] == "UPDATE" and r[1] == old]
+                news = [r[2] for r in rows if r[0] == "UPDATE" and r[1] == old]
+                if olds.count(old) > 1 and len(set(news)) > 1:
                     out.append(f"memory {mid} was updated {olds.count(old)} times from the same old value {old!r} "
                                f"(to {news}): each writer read it before the other wrote, and the later upsert "
                                "overwrote the earlier update without seeing it")
@@ -346,6 +346,50 @@ def written_then_lost(*texts: str) -> Detector:
     return Detector("lost-update", check)
 
 
+def decided_on_stale_value() -> Detector:
+    """An UPDATE or DELETE decided on one value (what the search returned) and overwrote another."""
+    def check(state, errors, observed):
+        from collections import Counter
+
+        rows = Counter((mid, r[0], r[1], r[2]) for mid, rs in state["history"] for r in rs)
+        out = []
+        for agent, res in sorted((observed or {}).items()):
+            for call in res.get("results", []):
+                for r in call:
+                    key = (r["id"], r["event"], r.get("previous_memory", r["memory"]),
+                           r["memory"] if r["event"] == "UPDATE" else None)
+                    if r["event"] in ("UPDATE", "DELETE") and rows[key] > 0:
+                        rows[key] -= 1
+                        continue
+                    if r["event"] == "UPDATE":
+                        olds = sorted(o for (m, e, o, n), c in rows.items()
+                                      if c > 0 and m == r["id"] and e == "UPDATE" and n == r["memory"])
+                        if olds and olds[0] == r["memory"]:
+                            continue  # it overwrote the same value: nothing lost
+                        out.append(f"agent {agent}'s update LLM rewrote {r['previous_memory']!r} as {r['memory']!r}, "
+                                   f"but the memory held {olds[0] if olds else None!r} when the upsert overwrote it: "
+                                   "that value is lost (no lock from search to write)")
+                    if r["event"] == "DELETE":
+                        olds = sorted(o for (m, e, o, n), c in rows.items() if c > 0 and m == r["id"] and e == "DELETE")
+                        out.append(f"agent {agent}'s update LLM deleted {r['memory']!r}, but the memory held "
+                                   f"{olds[0] if olds else None!r} when it was deleted: a concurrent update was "
+                                   "destroyed unseen (no lock from search to write)")
+        return out
+    return Detector("lost-update", check, observes=True)
+
+
+def judged_twice() -> Detector:
+    def check(state, errors, observed):
+        seen: dict[tuple, list[str]] = {}
+        for agent, res in sorted((observed or {}).items()):
+            for v in res.get("votes", []):
+                seen.setdefault((v["stored"], v["new"]), []).append(agent)
+        return [f"the contradiction ({a!r}, {b!r}) went to the update LLM from {', '.join(who)}: each searched before "
+                "the other wrote (serially the second finds the first's result); with no judge log the answers need "
+                "not agree" for (a, b), who in sorted(seen.items()) if len(who) > 1]
+    return Detector("rejudged", check, observes=True)
+
+
 def history_out_of_order() -> Detector:
     """The history row is written after the store call, in another database: others act in between."""
     def check(state, errors):
@@ -356,7 +400,8 @@ def history_out_of_order() -> Detector:
                     out.append(f"memory {mid}'s history starts with {event} ({old!r} -> {new!r}), before the ADD that "
                                "created it: another add() found and changed the memory between its insert and its "
                                "history row (the history is not in the vector store's transaction)")
-                elif i > 0 and old != rows[i - 1][2] and old not in [r[1] for r in rows[:i]]:
+                elif i > 0 and old != rows[i - 1][2] and not (event == "UPDATE" and ("UPDATE", old) in
+                                                                 [(r[0], r[1]) for r in rows[:i]]):
                     out.append(f"memory {mid}'s history row {event} ({old!r} -> {new!r}) does not follow the row before "
                                f"it ({rows[i - 1][0]} -> {rows[i - 1][2]!r}): the history's order is not the store's")
         return out
@@ -457,7 +502,7 @@ def _scenarios(engine: Mem0V2Model) -> dict[str, Scenario]:
                  "race 'a blind put overwrites a concurrent writer's record and destroys the loser (P4 and N3)': "
                  "Qdrant's update is a blind upsert of what the writer read",
                  ("A", "B"), calls({"A": (("add", GREEN),), "B": (("add", MILK),)}), seeded(TEA), False,
-                 (updates_from_same_value(), history_out_of_order(), n3, rejudged()),
+                 (updates_from_same_value(), decided_on_stale_value(), history_out_of_order(), n3, rejudged()),
                  ("lost-update", "N3"), observe=True),
         Scenario("delete-vs-update",
                  "one add() contradicts 'Alice likes tea' ('no longer drinks tea': DELETE it, ADD the new fact) while "
@@ -465,7 +510,8 @@ def _scenarios(engine: Mem0V2Model) -> dict[str, Scenario]:
                  "upsert it after (a deleted memory comes back; history says DELETE then UPDATE), or read it after "
                  "the DELETE and fail (mem0 logs the error and drops the fact)",
                  ("A", "B"), calls({"A": (("add", NOTEA),), "B": (("add", GREEN),)}), seeded(TEA), False,
-                 (update_after_delete(), written_then_lost(GREEN), contradicting_current(), history_out_of_order(), n3,
+                 (update_after_delete(), written_then_lost(GREEN), decided_on_stale_value(), contradicting_current(),
+                  history_out_of_order(), n3,
                   rejudged()),
                  ("lost-update", "N3"), observe=True),
         Scenario("duplicate-add",
@@ -486,7 +532,9 @@ def _scenarios(engine: Mem0V2Model) -> dict[str, Scenario]:
                  "update LLM about the same pair. With a temperature-1 fixture (judge=mem0_wobbling_judge()) the "
                  "answers differ: N1, no judge log",
                  ("A", "B"), calls({"A": (("add", ROME),), "B": (("add", ROME),)}), seeded(PARIS), False,
-                 (updates_from_same_value(), history_out_of_order(), rejudged(), n3), ("N1",), observe=True),
+                 (updates_from_same_value(), decided_on_stale_value(), judged_twice(), history_out_of_order(), rejudged(),
+                  n3), ("N1",),
+                 observe=True),
         Scenario("ingestion-order",
                  "the reported 'order by ingestion instead of event time lets an older fact replace a newer one' "
                  "(LangMem and others): 'Alice lives in Rome' (happened 2026-05) and the older 'Alice lives in Paris' "
