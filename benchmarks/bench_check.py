@@ -1,15 +1,25 @@
-"""Benchmark ``toki check`` end to end (parse + inference + SCC + cycle search) on serializable
-list-append histories of 10^4, 10^5 and 10^6 transactions (1-5 micro-ops, a rotating pool of
-keys, lists of at most ``--max-writes-per-key`` elements).
+"""Benchmark ``toki check`` end to end, process start included, in every history layout.
 
-Each history is generated once (cached under --dir), then checked in a fresh Python process
-(``--model serializable``, the way ``toki check`` runs it) so that peak memory (ru_maxrss) is the
-check's own. Reports wall time, CPU time, transactions/s (wall and CPU) and peak RSS, plus the
-machine's load average, since the 2 cores here are shared. "parse" is reading plus parsing: the
-scanner (toki.check.jsonscan) reads the file a slice at a time; the line says which parser ran.
+Serializable histories (1-5 micro-ops, a rotating pool of keys, lists of at most
+``--max-writes-per-key`` elements) of 10^4, 10^5 and 10^6 transactions are generated once per
+workload (cached under --dir) and written in each layout users produce:
 
-    .venv/bin/python benchmarks/bench_check.py                # 1e4 1e5 1e6
-    .venv/bin/python benchmarks/bench_check.py --sizes 10000 100000 --json results/bench_check.json
+- ``lines``:   a JSON array, one op per line (what ``toki gen history`` writes)
+- ``compact``: a JSON array on one line (``json.dump(ops, f, separators=(",", ":"))``)
+- ``jsonl``:   JSON lines, one op per line, no array
+- ``pretty``:  a JSON array pretty-printed with ``indent=2`` (an op spans many lines)
+- ``edn``:     Jepsen's history.edn: one op map per line, keywords, ", " between map entries
+
+Each is checked by the ``toki`` command in a fresh process (``toki check FILE --workload W
+--model serializable --json --stats``), timed from spawn to exit, so the figures include
+Python's start, imports, reading, parsing, inference, cycle search and writing the result.
+Peak RSS and CPU come from the child's rusage (os.wait4). The machine's 1-minute load average
+is recorded with each run, since the cores may be shared. This is a script, not a test: it
+asserts nothing about speed.
+
+    .venv/bin/python benchmarks/bench_check.py                          # list-append, all layouts
+    .venv/bin/python benchmarks/bench_check.py --workloads rw-register --sizes 10000 100000
+    .venv/bin/python benchmarks/bench_check.py --json results/bench_check.json --repeat 2
 """
 
 from __future__ import annotations
@@ -17,25 +27,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
+import shutil
 import sys
 import time
 from pathlib import Path
 
-CHILD = r"""
-import json, resource, sys, time
-from toki.check.tuning import fast_malloc
-fast_malloc()
-from toki.check import check
-t0, c0 = time.perf_counter(), time.process_time()
-r = check(sys.argv[1], workload="list-append", models=["serializable"], stats=True)
-wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-print(json.dumps({"valid": r["valid"], "anomaly_types": r["anomaly_types"], "stats": r["stats"], "wall_s": wall,
-                  "cpu_s": cpu, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-"""
+LAYOUTS = ("lines", "compact", "jsonl", "pretty", "edn")
 
 
-def ensure_history(path: Path, n: int, seed: int, keys: int, mwpk: int) -> float:
+def _toki() -> list[str]:
+    exe = Path(sys.executable).parent / "toki"
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("toki")
+    return [found] if found else []
+
+
+def ensure_base(path: Path, workload: str, n: int, seed: int, keys: int, mwpk: int) -> float:
+    """The history as a JSON array, one op per line (the ``lines`` layout), generated once."""
     if path.exists():
         return 0.0
     from toki.check.gen import generate, write_json
@@ -44,49 +53,119 @@ def ensure_history(path: Path, n: int, seed: int, keys: int, mwpk: int) -> float
     t = time.perf_counter()
     tmp = path.with_suffix(".tmp")
     with no_gc(), open(tmp, "w") as f:
-        write_json(generate(workload="list-append", txns=n, keys=keys, db="serializable", seed=seed,
+        write_json(generate(workload=workload, txns=n, keys=keys, db="serializable", seed=seed,
                             max_writes_per_key=mwpk), f)
     tmp.rename(path)
     return time.perf_counter() - t
 
 
+def _ops(base: Path):
+    import orjson
+
+    with open(base, "rb") as f:
+        for line in f:
+            line = line.strip().rstrip(b",")
+            if line.startswith(b"{"):
+                yield orjson.loads(line)
+
+
+def ensure_layout(base: Path, layout: str) -> Path:
+    """Rewrite the base history in another layout (same ops, same order)."""
+    if layout == "lines":
+        return base
+    path = base.with_name(base.stem + f".{layout}" + (".edn" if layout == "edn" else ".json"))
+    if path.exists():
+        return path
+    from toki.check.gen import write_edn
+
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        if layout == "edn":
+            write_edn(_ops(base), f)
+        elif layout == "jsonl":
+            f.writelines(json.dumps(op, separators=(",", ":")) + "\n" for op in _ops(base))
+        elif layout == "compact":
+            f.write("[")
+            f.writelines(("," if i else "") + json.dumps(op, separators=(",", ":")) for i, op in enumerate(_ops(base)))
+            f.write("]")
+        elif layout == "pretty":
+            f.write("[\n")
+            for i, op in enumerate(_ops(base)):
+                f.write((",\n" if i else "") + "  " + json.dumps(op, indent=2).replace("\n", "\n  "))
+            f.write("\n]\n")
+        else:
+            raise SystemExit(f"unknown layout {layout!r}; layouts: {', '.join(LAYOUTS)}")
+    tmp.rename(path)
+    return path
+
+
+def _spawn_rusage(cmd: list[str]) -> dict:
+    """Run one check and take the child's own rusage (wait4 before anything else reaps it)."""
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    out_f = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: stdout to the pipe, stderr kept
+        os.close(out_f[0])
+        os.dup2(out_f[1], 1)
+        try:
+            os.execv(cmd[0], cmd)
+        finally:
+            os._exit(127)
+    os.close(out_f[1])
+    chunks = []
+    while True:
+        b = os.read(out_f[0], 1 << 20)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(out_f[0])
+    _, status, ru = os.wait4(pid, 0)
+    wall = time.perf_counter() - t0
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):
+        raise SystemExit(f"toki check failed ({code}): {' '.join(cmd)}")
+    r = json.loads(b"".join(chunks))
+    return {"valid": r["valid"], "anomaly_types": r["anomaly_types"], "stats": r["stats"], "wall_s": wall,
+            "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": ru.ru_maxrss / 1024, "loadavg_1m": load}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--workloads", nargs="+", default=["list-append"], choices=("list-append", "rw-register"))
+    ap.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=LAYOUTS)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--keys", type=int, default=100, help="active keys (default 100)")
     ap.add_argument("--max-writes-per-key", type=int, default=32)
-    ap.add_argument("--repeat", type=int, default=1, help="checks per size; the fastest is reported")
+    ap.add_argument("--repeat", type=int, default=1, help="checks per history; the fastest is reported")
     ap.add_argument("--dir", default="/tmp/toki-bench-check", help="where generated histories are cached")
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = ap.parse_args(argv)
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
+    toki = _toki()
+    if not toki:
+        raise SystemExit("the toki command is not installed next to this Python (pip install -e .)")
     rows = []
-    for n in args.sizes:
-        path = d / f"la-serializable-{n}-k{args.keys}-m{args.max_writes_per_key}-s{args.seed}.json"
-        gen_s = ensure_history(path, n, args.seed, args.keys, args.max_writes_per_key)
-        best = None
-        for _ in range(args.repeat):
-            load = os.getloadavg()[0]
-            p = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True)
-            if p.returncode != 0:
-                sys.stderr.write(p.stderr)
-                return 1
-            r = json.loads(p.stdout)
-            r["loadavg_1m"] = load
-            if best is None or r["wall_s"] < best["wall_s"]:
-                best = r
-        best.update({"txns": n, "file_mb": path.stat().st_size / 1e6, "generate_s": gen_s,
-                     "txns_per_s_wall": n / best["wall_s"], "txns_per_s_cpu": n / best["cpu_s"]})
-        rows.append(best)
-        s = best["stats"]["seconds"]
-        print(f"{n:>9} txns  {best['file_mb']:7.1f} MB  wall {best['wall_s']:7.2f} s  cpu {best['cpu_s']:7.2f} s  "
-              f"{best['txns_per_s_wall']:>9.0f} txn/s wall  {best['txns_per_s_cpu']:>9.0f} txn/s cpu  "
-              f"peak {best['peak_rss_mb']:7.0f} MB  valid={best['valid']}  "
-              f"({best['stats']['parser']}: read+parse {s['load'] + s['parse']:.2f} infer {s['infer']:.2f} "
-              f"cycles {s['cycles']:.2f}; "
-              f"loadavg {best['loadavg_1m']:.1f})", flush=True)
+    for w in args.workloads:
+        for n in args.sizes:
+            base = d / f"{w}-serializable-{n}-k{args.keys}-m{args.max_writes_per_key}-s{args.seed}.json"
+            gen_s = ensure_base(base, w, n, args.seed, args.keys, args.max_writes_per_key)
+            for layout in args.layouts:
+                path = ensure_layout(base, layout)
+                cmd = toki + ["check", str(path), "--workload", w, "--model", "serializable", "--json", "--stats"]
+                best = min((_spawn_rusage(cmd) for _ in range(args.repeat)), key=lambda r: r["wall_s"])
+                best.update({"workload": w, "layout": layout, "txns": n, "file_mb": path.stat().st_size / 1e6,
+                             "generate_s": gen_s, "txns_per_s_wall": n / best["wall_s"],
+                             "txns_per_s_cpu": n / best["cpu_s"]})
+                rows.append(best)
+                s = best["stats"]["seconds"]
+                print(f"{w:>11} {layout:>7} {n:>9} txns {best['file_mb']:7.1f} MB  wall {best['wall_s']:6.2f} s  "
+                      f"cpu {best['cpu_s']:6.2f} s  {best['txns_per_s_wall']:>8.0f} txn/s  "
+                      f"peak {best['peak_rss_mb']:6.0f} MB  valid={best['valid']}  ({best['stats']['parser']}: "
+                      f"read+parse {s['load'] + s['parse']:.2f} infer {s['infer']:.2f} cycles {s['cycles']:.2f}; "
+                      f"loadavg {best['loadavg_1m']:.1f})", flush=True)
     if args.json:
         from toki.runinfo import provenance
 

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -137,7 +138,7 @@ def process_edges(h: History) -> G.EdgeSet:
             runs[-1][2].append(t)
         else:
             runs.append((p, g, [t]))
-    for (pa, _, a), (pb, _, b) in zip(runs, runs[1:]):
+    for (pa, _, a), (pb, _, b) in pairwise(runs):
         if pa == pb:
             for x in a:
                 src.extend([x] * len(b))

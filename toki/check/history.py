@@ -445,7 +445,7 @@ def _parse_fast(ops: list[dict], workload: str) -> History:
     tpos, ttype = tx["tpos"], tx["ttype"]
     tops = [ops[i] for i in tpos.tolist()]
     t_time = [o.get("time") for o in tops]
-    if set(o.get("f", "txn") for o in tops) - {"txn", None}:  # Elle's own tests leave f nil
+    if {o.get("f", "txn") for o in tops} - {"txn", None}:  # Elle's own tests leave f nil
         raise ValueError("f")
     values = list(map(itemgetter("value"), tops))
     del tops
