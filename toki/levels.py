@@ -97,3 +97,22 @@ PRECONDITION = {
     "await": Level(Isolation.RC, True),
     "rule": Level(Isolation.SR),
 }
+
+
+def pipeline_guard(operators) -> Level:
+    """The joined guard of a pipeline (SPEC §3): the join of its operators' preconditions.
+
+    ``operators`` are codes of :data:`PRECONDITION` (lww, evi, await, rule), in pipeline order;
+    the join is order-free, and ``toki prove`` checks it is the least upper bound (Table 10).
+    """
+    ops = list(operators)
+    if not ops:
+        raise ConfigError("an empty pipeline has no guard", fix="give at least one operator: lww, evi, await, rule")
+    unknown = [o for o in ops if o not in PRECONDITION]
+    if unknown:
+        raise ConfigError(f"unknown operator(s) {', '.join(map(repr, unknown))}",
+                          fix="use lww, evi, await or rule")
+    guard = PRECONDITION[ops[0]]
+    for o in ops[1:]:
+        guard = guard.join(PRECONDITION[o])
+    return guard

@@ -209,6 +209,14 @@ def _run_job(job: Job) -> tuple[Job, dict]:
     return job, run_cell(_BENCH, job.predicate, parse_level(job.level), job.trials, job.mode, job.seed, job.builder_kw)
 
 
+def cluster_job(job: Job, dsn: str | None, step_limit_s: float) -> dict:
+    """One job as a Dask shard: the worker's own lanes (toki.cluster.worker_bench), the job's seed."""
+    from toki.cluster import worker_bench
+
+    bench = worker_bench(dsn, step_limit_s, "matrix")
+    return run_cell(bench, job.predicate, parse_level(job.level), job.trials, job.mode, job.seed, job.builder_kw)
+
+
 def plan(*, trials: int, mode: str, seed: int, predicates: Iterable[str] = PREDICATES,
          levels: Iterable[Level] = MATRIX_LEVELS, variants: bool = True, n3: bool = True,
          n2_grid: bool = False, n2_schedules: int = 200) -> list[Job]:
@@ -254,8 +262,9 @@ def _not_run(job: Job, why: str) -> dict:
 
 def execute(jobs: list[Job], *, dsn: str | None = None, workers: int = 1, step_limit_s: float = 10.0,
             on_result: Callable[[Job, dict], None] | None = None,
-            on_trial: Callable[[], None] | None = None) -> list[tuple[Job, dict]]:
-    """Run the jobs; with ``workers > 1`` in that many processes, each with its own lanes.
+            on_trial: Callable[[], None] | None = None, cluster=None) -> list[tuple[Job, dict]]:
+    """Run the jobs; with ``workers > 1`` in that many processes, each with its own lanes; with
+    ``cluster`` (a :class:`toki.cluster.Cluster`) one job per shard on its workers.
 
     Jobs the database cannot express (a level it lacks, the write path outside PostgreSQL) are
     not run: their result says why (``not_expressible``) and has no rate.
@@ -276,6 +285,17 @@ def execute(jobs: list[Job], *, dsn: str | None = None, workers: int = 1, step_l
             on_result(job, results[-1][1])
     order = {j: i for i, j in enumerate(jobs)}
     jobs = runnable
+    if cluster is not None:
+        # Each job is a shard: its trials' seeds come from (seed, predicate, level, mode, trial),
+        # so which worker runs it, and how many there are, changes no number.
+        def done(i, res):
+            results.append((jobs[i], res))
+            if on_result:
+                on_result(jobs[i], res)
+
+        cluster.map(cluster_job, jobs, dsn, step_limit_s, on_result=done)
+        results.sort(key=lambda jr: order[jr[0]])
+        return results
     if workers <= 1:
         bench = Bench(runner)
         try:

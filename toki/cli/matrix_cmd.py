@@ -4,6 +4,9 @@ Runs on the embedded PostgreSQL unless ``--dsn``/``TOKI_DSN`` says otherwise; on
 SQLite or DuckDB the cells the database cannot express (a level it lacks, the write path of the
 N3 grid) show ``n/a`` and the reason, never a rate of 0. ``--expect paper``
 compares every cell with the paper's guard map and exits 1 listing the cells that differ.
+
+``--cluster ADDRESS`` runs the cells on a Dask cluster (a scheduler address, or ``local:N``);
+``--composition`` runs the composition grid instead (toki.check.composition).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ def register(sub) -> None:
     p = sub.add_parser("matrix", help="run the 9 x 6 anomaly matrix (plus variants and the N3 grid)",
                        description=__doc__)
     add_dsn_option(p)
-    p.add_argument("--trials", type=int, default=100, help="schedules per cell (default 100, as the paper)")
+    p.add_argument("--trials", type=int, default=None,
+                   help="schedules per cell (default 100, as the paper; 50 with --composition, as the paper)")
     p.add_argument("--seed", type=int, default=42, help="seed of every random choice (default 42, as the paper)")
     p.add_argument("--mode", choices=("witness", "random"), default="witness",
                    help="witness: each trial runs the predicate's minimal witness (the paper's semantics); "
@@ -40,6 +44,15 @@ def register(sub) -> None:
     p.add_argument("--expect", choices=("paper",), help="exit 1 and list the cells that differ from the guard map")
     p.add_argument("--step-limit", type=float, default=10.0, help="seconds a step may hang before it is an error")
     p.add_argument("--quiet", action="store_true", help="no live table or progress bar")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run on a Dask cluster: a scheduler address (tcp://host:8786) or local:N for N worker "
+                        "processes here (needs the cluster extra: pip install 'toki[cluster]')")
+    p.add_argument("--composition", action="store_true",
+                   help="run the composition grid: 1,364 operator pipelines x 6 levels on PostgreSQL (SPEC §8)")
+    p.add_argument("--noise", type=float, default=0.0,
+                   help="with --composition: per-stage noise ε (the published grid used 0.02; default 0)")
+    p.add_argument("--pipelines", type=int, default=None, metavar="N",
+                   help="with --composition: a seeded sample of N pipelines (default: all 1,364)")
     p.set_defaults(func=run)
 
 
@@ -73,15 +86,34 @@ def run(args, out) -> int:
     from toki.levels import MATRIX_LEVELS
     from toki.runinfo import provenance
 
+    from toki.errors import ConfigError
+
+    cluster_spec = None
+    if args.cluster is not None:
+        from toki.cluster import parse
+
+        cluster_spec = parse(args.cluster)
+        if args.workers is not None:
+            raise ConfigError("--workers and --cluster both say where to run",
+                              fix="keep one: --cluster local:N runs N worker processes here")
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers {args.workers} must be at least 1", fix="pass --workers 2")
+    if not args.composition and (args.noise or args.pipelines is not None):
+        raise ConfigError("--noise and --pipelines belong to the composition grid", fix="add --composition")
+    if args.composition:
+        from toki.cli import composition_cmd
+
+        return composition_cmd.run(args, out, resolve(args.dsn), cluster_spec)
+    if args.trials is None:
+        args.trials = 100
     predicates = args.only or list(PREDICATES)
     jobs = mx.plan(trials=args.trials, mode=args.mode, seed=args.seed, predicates=predicates,
                    variants=not args.no_variants, n3=not args.no_n3, n2_grid=args.n2_grid,
                    n2_schedules=args.n2_schedules)
-    if args.workers is not None and args.workers < 1:
-        from toki.errors import ConfigError
-
-        raise ConfigError(f"--workers {args.workers} must be at least 1", fix="pass --workers 2")
     server = resolve(args.dsn)
+    if cluster_spec is not None and not server.is_postgres and server.backend != "mysql":
+        raise ConfigError(f"{server.describe()['name']} is a file one process writes at a time; it cannot "
+                          "take a cluster's workers", fix="drop --cluster, or use PostgreSQL or MariaDB")
     workers = args.workers or mx.default_workers(server)
     backend = server.describe()
     levels = [lv.name for lv in MATRIX_LEVELS]
@@ -119,29 +151,43 @@ def run(args, out) -> int:
         elif job.kind == "n3":
             res["expected"] = 1.0 if job.builder_kw["mode"] == "base" else 0.0
             n3[(job.builder_kw["mode"], job.level)] = res
-        if workers > 1 or job.kind == "n2" or res.get("rate") is None:
+        if workers > 1 or cluster_spec is not None or job.kind == "n2" or res.get("rate") is None:
             progress.advance(task, job.trials)
 
+    import contextlib
+
+    cluster_info = None
     t0 = time.perf_counter()
     live = None if args.quiet else Live(view(), console=con, refresh_per_second=4, transient=False)
-    on_trial = (lambda: progress.advance(task, 1)) if workers <= 1 else None
-    try:
-        if live:
-            live.start()
-        results = mx.execute(jobs, dsn=args.dsn, workers=workers, step_limit_s=args.step_limit,
-                             on_result=lambda j, r: (on_result(j, r), live and live.update(view())),
-                             on_trial=on_trial)
-    finally:
-        if live:
-            live.update(view())
-            live.stop()
-            out.write("\n")
-    elapsed = time.perf_counter() - t0
+    on_trial = (lambda: progress.advance(task, 1)) if workers <= 1 and cluster_spec is None else None
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if cluster_spec is not None:
+            from toki.cluster import Cluster
+
+            cluster = stack.enter_context(Cluster(cluster_spec))
+            cluster_info = cluster.describe()
+            workers = cluster_info["workers"]  # results stream back per job (one job per shard)
+            t0 = time.perf_counter()  # the cluster's start-up is not the matrix's time
+        try:
+            if live:
+                live.start()
+            results = mx.execute(jobs, dsn=args.dsn, workers=workers, step_limit_s=args.step_limit,
+                                 on_result=lambda j, r: (on_result(j, r), live and live.update(view())),
+                                 on_trial=on_trial, cluster=cluster)
+        finally:
+            if live:
+                live.update(view())
+                live.stop()
+                out.write("\n")
+        elapsed = time.perf_counter() - t0
     doc = mx.assemble(results, trials=args.trials, mode=args.mode, seed=args.seed, elapsed_s=elapsed)
     doc["backend"] = backend
     doc["workers"] = workers
+    doc["cluster"] = cluster_info
     doc["provenance"] = provenance(seed=args.seed, backend=backend, elapsed_s=round(elapsed, 3),
                                    options={k: v for k, v in vars(args).items() if k not in ("func", "dsn")})
+    doc["provenance"]["cluster"] = cluster_info or {"address": None, "kind": "processes", "workers": workers}
     if args.quiet:
         con.print(matrix_table(cells, rows, levels, title))
     s = doc["summary"]
