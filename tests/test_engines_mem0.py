@@ -14,13 +14,13 @@ import pytest
 if importlib.util.find_spec("mem0") is None or importlib.util.find_spec("psycopg_pool") is None:
     pytest.skip("needs mem0ai and psycopg-pool (the engines extra)", allow_module_level=True)
 
-from toki.cli import main  # noqa: E402
-from toki.engines.controller import ReplayChooser, SerialChooser  # noqa: E402
-from toki.engines.registry import load_engine  # noqa: E402
-from toki.engines.search import context_switches, search  # noqa: E402
-from toki.engines.trial import TrialRunner  # noqa: E402
-from toki.engines.witness import Witness, digest  # noqa: E402
-from toki.errors import ConfigError, DatabaseUnavailable  # noqa: E402
+from toki.cli import main
+from toki.engines.controller import ReplayChooser, SerialChooser
+from toki.engines.registry import load_engine
+from toki.engines.search import context_switches, search
+from toki.engines.trial import TrialRunner
+from toki.engines.witness import Witness, digest
+from toki.errors import ConfigError, DatabaseUnavailable
 
 pytestmark = pytest.mark.db
 
@@ -139,6 +139,28 @@ def test_lost_update_shrinks_to_a_small_witness_that_replays(engine, tmp_path):
     out = io.StringIO()
     assert main(["certify", "--replay", str(w.save(tmp_path / "w2.json")), "--times", "2"], out=out) == 1
     assert "reproduced the recorded outcome 2 of 2" in out.getvalue()
+
+
+def test_linked_ids_race_on_the_entity_store(engine):
+    """The reported P4: two adds naming one entity each read its linked_memory_ids and write the
+    list back; serially the entity links all three memories, interleaved one link is lost."""
+    dune = ['User finished "Dune"', 'User is reading "Dune"', 'User loved "Dune"']
+    with TrialRunner(engine, "reported-linked-ids-p4") as tr:
+        for order in (("A", "B"), ("B", "A")):
+            _, out = tr.run(SerialChooser(order))
+            assert out.state["entities"] == [["Dune", dune]] and texts(out.state) == sorted(dune)
+        res = search(tr, budget=BUDGET, seed=0, shrink=False)
+        assert res.admits and res.tried <= BUDGET
+        found = res.found
+        assert any(a.startswith("lost-update:") and "'Dune'" in a for a in found.anomalies)
+        [(entity, linked)] = found.outcome.state["entities"]
+        assert entity == "Dune" and len(linked) == 2 and texts(found.outcome.state) == sorted(dune)
+        replays = [tr.trial(ReplayChooser(found.trace.grants)) for _ in range(5)]
+    assert all(r.outcome.key == found.outcome.key for r in replays)
+    # outside that scenario mem0 runs without entity extraction
+    from mem0.utils import spacy_models
+
+    assert spacy_models.get_nlp_full() is None
 
 
 def test_unreachable_database_is_a_clear_error(tmp_path):

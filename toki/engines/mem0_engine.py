@@ -42,7 +42,9 @@ PostHog events and fetches feature flags over the network) and ``MEM0_DIR`` unde
 directory (otherwise it writes ``~/.mem0``). spaCy is kept out: mem0 then skips entity extraction
 (so the entity store and its ``linked_memory_ids`` read-modify-write are never reached) and
 lemmatisation; toki also pins mem0's spaCy loader to "unavailable" so an installed spaCy does not
-make mem0 download a model.
+make mem0 download a model. One scenario, ``reported-linked-ids-p4``, is about that entity store:
+while its calls run, mem0's spaCy model slot holds :class:`QuotedTermsNLP`, a deterministic
+stand-in under which mem0's own ``extract_entities`` finds the quoted terms of a text.
 
 Each agent has its own ``Memory`` (``shared=False``: separate workers or processes on one store);
 ``*-shared`` scenarios share one ``Memory`` between the agent threads, as mem0's REST server does,
@@ -89,6 +91,9 @@ EXTRACTIONS: dict[str, list[str]] = {
     "I moved to Paris.": ["User lives in Paris"],
     "I love Chinese food.": ["User loves Chinese food"],
     "I hate Chinese food.": ["User hates Chinese food"],
+    'I am reading "Dune".': ['User is reading "Dune"'],
+    'I finished "Dune".': ['User finished "Dune"'],
+    'I loved "Dune".': ['User loved "Dune"'],
 }
 
 _setup_lock = threading.Lock()
@@ -187,6 +192,56 @@ def _make_embedder_class():
     return HashEmbedder
 
 
+class _Doc:
+    """What mem0's entity extraction reads of a spaCy ``Doc``, for a text with no tokens tagged:
+    no named entities, no tokens, no noun chunks; only ``text`` (mem0 finds quoted terms in it)."""
+
+    ents: tuple = ()
+    noun_chunks: tuple = ()
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __iter__(self):
+        return iter(())
+
+
+class QuotedTermsNLP:
+    """A deterministic stand-in for spaCy's ``en_core_web_sm`` in mem0's model slot
+    (``mem0.utils.spacy_models._nlp_full``): with it mem0's own ``extract_entities`` finds exactly
+    the quoted terms of a text (its QUOTED rule), so ``add()`` reaches the entity store."""
+
+    def __call__(self, text: str) -> _Doc:
+        return _Doc(text)
+
+    def pipe(self, texts, batch_size: int = 32):
+        return (_Doc(t) for t in texts)
+
+
+_nlp_users = 0
+_nlp_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def entity_extraction():
+    """mem0 with :class:`QuotedTermsNLP` as its spaCy model while any call inside is running
+    (only the entity-store scenario; everywhere else mem0 runs as without spaCy)."""
+    global _nlp_users
+    from mem0.utils import spacy_models as sm
+
+    with _nlp_lock:
+        _nlp_users += 1
+        if _nlp_users == 1:
+            sm._nlp_full, sm._load_failed_full = QuotedTermsNLP(), False
+    try:
+        yield
+    finally:
+        with _nlp_lock:
+            _nlp_users -= 1
+            if _nlp_users == 0:
+                sm._nlp_full, sm._load_failed_full = None, True
+
+
 def __getattr__(name):  # mem0's factories import the classes by dotted path; mem0 is optional for toki
     if name == "ScriptedLLM":
         cls = _make_llm_class()
@@ -223,6 +278,9 @@ class _EnginePool:
     def close(self, *args, **kwargs) -> None:
         pass
 
+    def __deepcopy__(self, memo):  # mem0 deep-copies its vector-store config for the entity store
+        return self
+
 
 @dataclass
 class _Handle:
@@ -246,6 +304,7 @@ class Mem0Engine:
         self._observer = None
         self._tables: dict[str, str] = {}
         self._ids: dict[str, dict[str, str]] = {}
+        self._entity_keys: set[str] = set()  # trials whose scenario links entities
         self._n = itertools.count(1)
         self._lock = threading.Lock()
         self.scenarios = _scenarios(self)
@@ -335,6 +394,8 @@ class Mem0Engine:
         # The collection (table and indexes) is created here, before any agent runs: mem0 creates
         # it lazily on a Memory's first call, as DDL no concurrent scenario is about.
         m.vector_store._ensure_collection()
+        if key in self._entity_keys:
+            m.entity_store._ensure_collection()  # likewise for the entity store, which setup created
         return _Handle(m, key, self._ids.setdefault(key, {}))
 
     def prepare(self, h: _Handle, controller) -> None:
@@ -347,6 +408,7 @@ class Mem0Engine:
     def discard(self, location: Path) -> None:
         key = str(location)
         self._ids.pop(key, None)
+        self._entity_keys.discard(key)
         table = self._tables.pop(key, None)
         if table is None or self._pool is None:
             return
@@ -369,17 +431,24 @@ class Mem0Engine:
         rows = mem.get_all(filters={"user_id": USER}, top_k=1000)["results"]
         current = {r["id"]: r["memory"] for r in rows}
         ids = set(current) | set(h.ids.values())
-        memories, history = [], []
+        memories, history, labels = [], [], {}
         for mid in ids:
             hist = mem.history(mid)
             added = next((r["new_memory"] for r in hist if r["event"] == "ADD"), None)
-            label = added or current.get(mid) or "<unknown>"
+            label = labels[mid] = added or current.get(mid) or "<unknown>"
             if mid in current:
                 memories.append([label, current[mid]])
             events = sorted(([r["event"], r["old_memory"], r["new_memory"], bool(r["is_deleted"])] for r in hist),
                             key=_key)
             history.append([label, events])
-        return {"memories": sorted(memories, key=_key), "history": sorted(history, key=_key)}
+        out = {"memories": sorted(memories, key=_key), "history": sorted(history, key=_key)}
+        if h.key in self._entity_keys:
+            listed = mem.entity_store.list(filters={"user_id": USER}, top_k=1000)
+            rows = listed[0] if listed and isinstance(listed[0], list) else listed
+            out["entities"] = sorted(([r.payload.get("data"), sorted(labels.get(i, "<unknown>") for i in
+                                                                     r.payload.get("linked_memory_ids", []))]
+                                      for r in rows), key=_key)
+        return out
 
 
 def _key(v) -> str:
@@ -434,8 +503,9 @@ def both_current(prefix: str, what: str) -> Detector:
     """mem0 2.x's design (ADD-only, no judge): contradicting facts all stay current, in every order."""
     def check(state, errors):
         cur = sorted({text for _, text in state["memories"] if text.startswith(prefix)})
-        return [f"{what} has {len(cur)} current values {cur}: ADD-only keeps every contradicting fact current "
-                "(by design, in every order)"] if len(cur) > 1 else []
+        msg = (f"{what} has {len(cur)} current values {cur}: ADD-only keeps every contradicting fact current "
+               "(by design, in every order)")
+        return [msg] if len(cur) > 1 else []
     return Detector("both-current", check, always=True)
 
 
@@ -480,8 +550,8 @@ def stale_history() -> Detector:
             for end in ends:
                 deleted_from = sorted(e[1] for e in events if e[0] == "DELETE")
                 out.append(f"memory {label!r} is deleted (get_all does not return it), yet its history records an "
-                           f"UPDATE to {end!r} that no later event leaves (the DELETE removed {deleted_from}): "
-                           "the history says the memory exists")
+                           f"UPDATE to {end!r} that no later event leaves (the DELETE row's old value is "
+                           f"{deleted_from}): the history says the memory exists with {end!r}")
         return out
     return Detector("stale-history", check)
 
@@ -496,11 +566,25 @@ def resurrected(deleter: str) -> Detector:
     return Detector("lost-delete", check)
 
 
+def lost_link(entity: str) -> Detector:
+    """P4 on the entity store: a memory that names the entity, missing from its linked_memory_ids."""
+    def check(state, errors):
+        linked = {data: labels for data, labels in state.get("entities", [])}
+        if entity not in linked:
+            return []
+        naming = sorted(label for label, text in state["memories"] if f'"{entity}"' in text)
+        missing = [m for m in naming if m not in linked[entity]]
+        msg = (f"entity {entity!r} links {linked[entity]}, not {missing}: each add read the entity's "
+               "linked_memory_ids, added its own memory and wrote the list back; the later write dropped the "
+               "other's id (P4, a lost update)")
+        return [msg] if missing else []
+    return Detector("lost-update", check)
+
+
 def empty_store() -> Detector:
     """The 1.0.x report: the judge deleted the old fact and added nothing, leaving no memory (N3)."""
     def check(state, errors):
-        return [] if state["memories"] else ["the store is empty after two adds: a fact was destroyed with no "
-                                             "memory left"]
+        return [] if state["memories"] else ["the store is empty after two adds: a fact was destroyed with no memory left"]
     return Detector("N3", check, always=True)
 
 
@@ -570,6 +654,31 @@ def update_vs_delete() -> Scenario:
                     ("stale-history", "lost-delete"))
 
 
+def reported_linked_ids_p4(engine: Mem0Engine) -> Scenario:
+    """Reported race (SPEC §9, mem0): "a list of linked memory ids read, changed and written back
+    without a lock loses one of two concurrent additions (P4)". In mem0 2.x the list is the entity
+    store's ``linked_memory_ids``: ``add()`` (phase 7) reads the entity, adds the new memory's id to
+    the list and writes the payload back (``entity_store.update``), with no lock or transaction
+    around it. mem0 reaches it only when spaCy finds entities; toki keeps spaCy out, so this
+    scenario alone gives mem0 :class:`QuotedTermsNLP` in spaCy's place (entities = quoted terms).
+    Setup: 'I am reading "Dune".' (entity Dune, linked to it); agents add 'I finished "Dune".' and
+    'I loved "Dune".': serially Dune links all three memories."""
+    def setup(h: _Handle):
+        engine._entity_keys.add(h.key)
+        with entity_extraction():
+            _seed('I am reading "Dune".')(h)
+
+    plan = {"A": ("add", 'I finished "Dune".'), "B": ("add", 'I loved "Dune".')}
+
+    def call(h: _Handle, agent: str):
+        with entity_extraction():
+            return _perform(h, plan[agent])
+    return Scenario("reported-linked-ids-p4", "reported: the entity store's linked_memory_ids list is read, extended "
+                    "and written back without a lock by two concurrent adds naming one entity (\"Dune\"); "
+                    "serially it links all three memories (mem0 reaches it with spaCy: here a quoted-term stand-in)",
+                    ("A", "B"), call, setup, False, (lost_link("Dune"),), ("lost-update",))
+
+
 def reported_love_hate_empty_store() -> Scenario:
     """Reported race (SPEC §9, mem0): '"I love Chinese food" then "I hate Chinese food" leaves an
     empty store (the judge deleted and added nothing: no audit, N3)'. That is the 1.0.x flow, whose
@@ -593,11 +702,11 @@ REPORTED = {
     "reported-linked-ids-p4": {
         "claim": "a list of linked memory ids read, changed and written back without a lock loses one of two "
                  "concurrent additions (P4)",
-        "applies": False,
+        "applies": True,
         "why": "mem0 2.x has such a list (the entity store's linked_memory_ids: add() phase 7 and _upsert_entity "
-               "read an entity, add a memory id to its list and write the payload back, with no lock), but it is "
-               "reached only when spaCy (en_core_web_sm) extracts entities; toki runs mem0 without spaCy, so "
-               "add() skips entity linking and the list is never read or written"},
+               "read an entity, add a memory id to its list and write the payload back, with no lock); mem0 "
+               "reaches it only when spaCy (en_core_web_sm) extracts entities, so without spaCy it does not "
+               "apply; the scenario puts a deterministic quoted-term stand-in in spaCy's place (QuotedTermsNLP)"},
     "reported-love-hate-empty-store": {
         "claim": "'I love Chinese food' then 'I hate Chinese food' leaves an empty store (the judge deleted and "
                  "added nothing: N3)",
@@ -613,7 +722,7 @@ REPORTED = {
 def _scenarios(engine: Mem0Engine) -> dict[str, Scenario]:
     sc = [add_same_fact(), add_same_fact("add-same-fact-shared", shared=True), add_contradicting(),
           update_update(), update_vs_delete(), reported_duplicate_add(), reported_add_only_both_current(),
-          reported_love_hate_empty_store()]
+          reported_linked_ids_p4(engine), reported_love_hate_empty_store()]
     return {s.name: s for s in sc}
 
 
