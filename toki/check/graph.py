@@ -24,8 +24,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from toki.check import models as cm
 
@@ -158,6 +156,31 @@ class SearchResult:
     cycles: list = field(default_factory=list)        # (type, [nodes...], [classes...], [ordbits])
     exists: list = field(default_factory=list)        # cycle-exists cases (local nodes)
     timeout: dict | None = None
+
+
+def csr_matrix(*a, **kw):
+    # scipy.sparse is imported on first use, not with this module: it is most of the checker's
+    # import time (about 0.13 s), and toki.check.core imports it in a thread while the history is
+    # read (see :func:`preload`), so a check does not wait for it.
+    from scipy.sparse import csr_matrix as m
+
+    return m(*a, **kw)
+
+
+def connected_components(*a, **kw):
+    from scipy.sparse.csgraph import connected_components as cc
+
+    return cc(*a, **kw)
+
+
+def preload():
+    """Import scipy's sparse graphs in a background thread; returns the thread."""
+    import importlib
+    import threading
+
+    t = threading.Thread(target=importlib.import_module, args=("scipy.sparse.csgraph",), daemon=True)
+    t.start()
+    return t
 
 
 def scc_labels(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[int, np.ndarray]:

@@ -51,7 +51,6 @@ def register(sub) -> None:
 
 def run(args, out) -> int:
     from toki.check import check, lattice
-    from toki.cli.render import emit_json  # here, not at the top: rich is not needed to register
     from toki.check.core import CYCLE_SEARCH_TIMEOUT
     from toki.check.tuning import fast_malloc
     from toki.errors import ConfigError
@@ -103,6 +102,21 @@ def _options(args) -> tuple[str, list | None, list | None]:
     given_models = args.model is not None and models or args.consistency_models is not None
     return (workloads[0] if workloads else "list-append", models if given_models else None,
             anomalies if (args.anomaly is not None or args.anomalies is not None) else None)
+
+
+def emit_json(obj, out, path: str | None = None) -> None:
+    """As toki.cli.render.emit_json (same text), without importing rich: a check's result is plain
+    data, and rich's import is a tenth of a small check's time."""
+    import json
+    from pathlib import Path
+
+    text = json.dumps(obj, indent=2, default=str, ensure_ascii=False)
+    if path and path != "-":
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text + "\n")
+    else:
+        out.write(text + "\n")
 
 
 def _human(res: dict, out) -> None:
