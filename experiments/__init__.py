@@ -50,3 +50,60 @@ def load(name: str):
 
 def available() -> dict:
     return {name: load(name) for name in names()}
+
+
+# -- campaigns on a cluster (--cluster) -------------------------------------------------------------
+#
+# An experiment that splits into independent shards declares
+#
+# * ``SHARD_OPTION`` - the name of its comma-separated list option whose items are independent
+#   (e.g. ``"systems"``: each system's cells depend on the system and --seed only);
+# * ``merge(docs, args, out) -> dict`` - one document from the shards' documents (in the order of
+#   the option's items), printing the experiment's table to ``out``.
+#
+# ``toki experiment NAME --cluster ADDRESS`` then runs ``run`` once per item on the cluster's
+# workers (each with its own server: the worker's embedded PostgreSQL or --dsn) and merges. The
+# experiment's own ``run`` is unchanged, so a shard computes exactly what a local run computes.
+
+
+def shardable(mod) -> bool:
+    return bool(getattr(mod, "SHARD_OPTION", None)) and callable(getattr(mod, "merge", None))
+
+
+def _run_shard(name: str, options: dict) -> dict:
+    """One shard in a worker: the experiment's own run() on one item of its shard option."""
+    import argparse
+    import io
+
+    mod = load(name)
+    return mod.run(argparse.Namespace(**options), io.StringIO())
+
+
+def run_on_cluster(name: str, mod, args, out, cluster_spec) -> tuple[dict, dict]:
+    """Run a shardable experiment on a cluster; returns (merged document, cluster description)."""
+    import sys
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from toki.cluster import Cluster
+    from toki.errors import ConfigError
+
+    if not shardable(mod):
+        raise ConfigError(f"experiment {name} does not split into shards, so --cluster has nothing to spread",
+                          fix=f"run 'toki experiment {name}' without --cluster")
+    option = mod.SHARD_OPTION
+    items = [v.strip() for v in str(getattr(args, option)).split(",") if v.strip()]
+    base = {k: v for k, v in vars(args).items() if not callable(v) and k != "cluster"}
+    shards = [dict(base, **{option: item}) for item in items]
+    bar = Progress(TextColumn(f"{name} on the cluster"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=Console(file=sys.stderr), transient=True, disable=not sys.stderr.isatty())
+    with Cluster(cluster_spec) as cl, bar:
+        info = cl.describe()
+        task = bar.add_task(name, total=len(shards))
+        docs = cl.map(_shard_call, [(name, s) for s in shards], on_result=lambda i, d: bar.advance(task))
+    return mod.merge(docs, args, out), info
+
+
+def _shard_call(pair: tuple[str, dict]) -> dict:
+    return _run_shard(*pair)

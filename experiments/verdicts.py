@@ -169,6 +169,21 @@ def run(args, out) -> dict:
         "elapsed_s": round(elapsed, 1), "budget": args.budget, "trials": args.trials, "systems": systems}
 
 
+# --cluster (toki.experiments.run_on_cluster): one shard per system; a system's cells depend on it and
+# --seed only, so the merged rows equal a local run's.
+SHARD_OPTION = "systems"
+
+
+def merge(docs: list[dict], args, out) -> dict:
+    rows = [r for d in docs for r in d["rows"]]
+    _print(out, rows)
+    differ = [r for r in rows if r.get("paper") and r["paper"] != r["verdict"]]
+    return {"rows": rows, "differences_from_paper": [
+        {k: r.get(k) for k in ("system", "anomaly", "paper", "verdict", "witness", "evidence", "reason")} for r in differ],
+        "elapsed_s": round(sum(d["elapsed_s"] for d in docs), 1), "budget": args.budget, "trials": args.trials,
+        "systems": [s for d in docs for s in d["systems"]]}
+
+
 def _mark(r: dict) -> str:
     v = {"admits": "A", "excludes": "X", "abstains": "-"}[r["verdict"]]
     return v + ("*" if r.get("executed") == "model" else "")

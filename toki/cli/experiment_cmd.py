@@ -39,6 +39,9 @@ def _dispatch(args, out) -> int:
     ep.add_argument("--seed", type=int, default=42, help="seed for every random choice (default 42)")
     ep.add_argument("--json", metavar="PATH", default=None,
                     help=f"where to write the JSON (default results/{args.name}/{args.name}.json; '-' for stdout)")
+    ep.add_argument("--cluster", metavar="ADDRESS", default=None,
+                    help="run the experiment's shards on a Dask cluster: a scheduler address or local:N "
+                         "(experiments that split into shards; needs pip install 'toki[cluster]')")
     mod.add_arguments(ep)
     try:
         opts = ep.parse_args(args.options)
@@ -62,11 +65,19 @@ def _run(name, mod, args, out) -> int:
     from toki.runinfo import provenance
 
     t0 = time.perf_counter()
-    doc = mod.run(args, out)
+    cluster_info = None
+    if getattr(args, "cluster", None):
+        from toki.cluster import parse
+        from toki.experiments import run_on_cluster
+
+        doc, cluster_info = run_on_cluster(name, mod, args, out, parse(args.cluster))
+    else:
+        doc = mod.run(args, out)
     opts = {k: v for k, v in vars(args).items() if k != "dsn" and not callable(v)}
     doc.setdefault("experiment", name)
     doc["provenance"] = provenance(seed=args.seed, options=opts, backend=doc.get("backend"),
                                    elapsed_s=round(time.perf_counter() - t0, 3))
+    doc["provenance"]["cluster"] = cluster_info or {"address": None, "kind": "in-process", "workers": 1}
     path = args.json or f"results/{name}/{name}.json"
     if path == "-":
         emit_json(doc, out)
