@@ -39,7 +39,8 @@ What toki plugs in, through mem0's own extension points and configuration:
 
 Set before mem0 is imported (:func:`_require`): ``MEM0_TELEMETRY=False`` (otherwise mem0 sends
 PostHog events and fetches feature flags over the network) and ``MEM0_DIR`` under a toki temp
-directory (otherwise it writes ``~/.mem0``). spaCy is kept out: mem0 then skips entity extraction
+directory (otherwise it writes ``~/.mem0``); if something imported mem0 first with telemetry on,
+toki turns mem0's two telemetry flags off (with a warning) before any ``Memory`` is made. spaCy is kept out: mem0 then skips entity extraction
 (so the entity store and its ``linked_memory_ids`` read-modify-write are never reached) and
 lemmatisation; toki also pins mem0's spaCy loader to "unavailable" so an installed spaCy does not
 make mem0 download a model. One scenario, ``reported-linked-ids-p4``, is about that entity store:
@@ -63,6 +64,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import logging
 import math
 import os
 import sys
@@ -120,10 +122,16 @@ def _require():
     except ImportError as e:
         raise ConfigError(f"mem0 cannot be imported ({e})",
                           fix="pip install 'toki[engines]' (or pip install mem0ai)") from None
-    if telemetry.MEM0_TELEMETRY:
-        raise ConfigError("mem0 was imported with telemetry on before toki could turn it off (it would contact "
-                          "PostHog on every call)",
-                          fix="set MEM0_TELEMETRY=False in the environment, or let toki import mem0 first")
+    from mem0.memory import main as mem0_main
+
+    if telemetry.MEM0_TELEMETRY or mem0_main.MEM0_TELEMETRY:
+        # Something imported mem0 before toki with telemetry on (mem0 reads MEM0_TELEMETRY once, at
+        # import). mem0 consults these two flags at each call, so turning them off here keeps every
+        # later call offline; what the import itself did (a user id under MEM0_DIR) stays.
+        logging.getLogger(__name__).warning(
+            "mem0 was imported with telemetry on before toki turned it off; toki turns it off now "
+            "(set MEM0_TELEMETRY=False in the environment to avoid the warning)")
+        telemetry.MEM0_TELEMETRY = mem0_main.MEM0_TELEMETRY = False
     with _setup_lock:
         if not _registered:
             from mem0.configs.llms.base import BaseLlmConfig
