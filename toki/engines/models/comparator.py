@@ -119,7 +119,7 @@ class ComparatorModel:
         for op, *args in plan:
             if op == "write":
                 (s, p), o, vf = args
-                out.append(write(h, s, p, o, vf)["action"])
+                out.append({**write(h, s, p, o, vf), "current": current(h, s, p)})
             elif op == "read":
                 out.append(current(h, *args[0]))
             else:
@@ -133,11 +133,20 @@ def _believed(state, slot) -> list[list]:
     return [f for f in state["facts"] if (f[0], f[1]) == slot and f[5]]
 
 
-def two_current(slot) -> Detector:
+def two_current(slot, anomaly: str = "double-supersede") -> Detector:
     def check(state, errors):
         cur = [f[2] for f in _believed(state, slot) if f[4] == OPEN]
         return [f"{slot} has {len(cur)} current values {cur}"] if len(cur) > 1 else []
-    return Detector("double-current", check)
+    return Detector(anomaly, check)
+
+
+def decided_differently() -> Detector:
+    """N1's question asked of the comparator: did two writes of one contradiction resolve it differently?"""
+    def check(state, errors, observed):
+        winners = {a: r["results"][0]["current"] for a, r in sorted((observed or {}).items()) if r.get("results")}
+        return ([f"the same write resolved the slot differently: {winners}"]
+                if len({tuple(w) for w in winners.values()}) > 1 else [])
+    return Detector("N1", check, observes=True, always=True)
 
 
 def lost(slot, *objs: str) -> Detector:
@@ -198,8 +207,9 @@ def _scenarios(engine: ComparatorModel) -> dict[str, Scenario]:
         Scenario("concurrent-update", "two writers supersede Berlin concurrently (Paris, Rome): mem0's and MIRIX's "
                  "concurrent-update, Letta's two-writers-one-block", ("A", "B"),
                  calls({"A": (("write", *paris),), "B": (("write", *rome),)}), seeded(berlin), False,
-                 (two_current(RESIDENCE), lost(RESIDENCE, "Paris", "Rome"), untraced(RESIDENCE, "Berlin"),
-                  duplicates(RESIDENCE)), ("lost-update", "double-current", "N3")),
+                 (two_current(RESIDENCE), two_current(RESIDENCE, "double-current"), lost(RESIDENCE, "Paris", "Rome"),
+                  untraced(RESIDENCE, "Berlin"), duplicates(RESIDENCE)),
+                 ("lost-update", "double-supersede", "double-current", "N3")),
         Scenario("duplicate-add", "two writers add the same fact", ("A", "B"),
                  calls({"A": (("write", PET, "dog", "2026-02-01"),), "B": (("write", PET, "dog", "2026-02-01"),)}),
                  seeded(berlin), False, (duplicates(PET),), ("duplicate-insert",)),
@@ -207,16 +217,20 @@ def _scenarios(engine: ComparatorModel) -> dict[str, Scenario]:
                  "reader-mid-update, Letta's shared-block-stale-read)", ("R", "W"),
                  calls({"R": (("read", RESIDENCE),), "W": (("write", *paris),)}), seeded(berlin), False,
                  (empty_read("R"), untraced(RESIDENCE, "Berlin")), ("N2",), observe=True),
+        Scenario("rejudge", "two writers write the same contradiction of Berlin (Rome): no judge decides, so the "
+                 "slot is resolved the same way whoever writes first", ("A", "B"),
+                 calls({"A": (("write", *rome),), "B": (("write", *rome),)}), seeded(berlin), False,
+                 (decided_differently(), two_current(RESIDENCE), duplicates(RESIDENCE)), ("N1",), observe=True),
         Scenario("ingestion-order", "the newer fact (Rome, 2026-05) and the older (Paris, 2026-03) arrive in either "
                  "order: valid time decides, not arrival", ("A", "B"),
                  calls({"A": (("write", *rome),), "B": (("write", *paris),)}), None, False,
-                 (newer_replaced(RESIDENCE, "Rome"), two_current(RESIDENCE), untraced(RESIDENCE, "Paris")),
-                 ("ingestion-order",)),
+                 (newer_replaced(RESIDENCE, "Rome"), two_current(RESIDENCE, "double-current"),
+                  untraced(RESIDENCE, "Paris")), ("ingestion-order", "double-current", "N3")),
         Scenario("love-then-hate", "'I love Chinese food' then 'I hate Chinese food': the later feeling supersedes "
                  "the earlier, which stays readable with an audit row (mem0's judge failure cannot happen: no judge)",
                  ("U",), calls({"U": (("write", FOOD, "hates", "2026-02-01"),)}),
                  seeded((FOOD, "loves", "2026-01-01")), False,
-                 (untraced(FOOD, "loves", "hates"), newer_replaced(FOOD, "hates")), ("N3",)),
+                 (untraced(FOOD, "loves", "hates"), newer_replaced(FOOD, "hates")), ("N3", "judge-failure")),
     ]
     return {s.name: s for s in sc}
 

@@ -45,7 +45,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from toki.engines.engine import Detector, Scenario
-from toki.engines.models import JudgeFactory, ask_judge, connect, greedy_judge, rejudged, wobbling_judge
+from toki.engines.models import (
+    JudgeFactory,
+    ask_judge,
+    connect,
+    greedy_judge,
+    rejudged,
+    wobbling_judge,
+)
 from toki.errors import ConfigError, WriteRefused
 
 VERSION = ("model of letta-ai/letta@0f6f52c core_tool_executor.py (core_memory_append/replace, memory_rethink), "
@@ -70,7 +77,7 @@ def letta_wobbling_judge(p: float = 0.5, seed: int = 0) -> JudgeFactory:
 
 
 class LettaHandle:
-    def __init__(self, model: "LettaModel", location: Path):
+    def __init__(self, model: LettaModel, location: Path):
         self.model = model
         self.conn = connect(Path(location) / "letta.db")
         self.conn.execute("CREATE TABLE IF NOT EXISTS block (id TEXT PRIMARY KEY, label TEXT NOT NULL, "
@@ -80,9 +87,9 @@ class LettaHandle:
         self.agent: str | None = None
         self.judge = None
 
-    def bind(self, agent: str) -> None:
-        if self.agent != agent:
-            self.agent, self.judge = agent, self.model.judge_factory(agent)
+    def bind(self, agent: str, factory: JudgeFactory) -> None:
+        if (self.agent, getattr(self, "_factory", None)) != (agent, factory):
+            self.agent, self._factory, self.judge = agent, factory, factory(agent)
 
 
 # -- the server's managers ------------------------------------------------------------------------
@@ -160,7 +167,9 @@ class LettaModel:
     executed = "model"
     version = VERSION
 
-    def __init__(self, *, judge: JudgeFactory | None = None):
+    def __init__(self, *, judge: JudgeFactory | None = None, rejudge_judge: JudgeFactory | None = None):
+        # "rejudge" measures N1, so it asks a judge that can change its mind (temperature 1, p = 0.5)
+        self.rejudge_judge = rejudge_judge or letta_wobbling_judge()
         self.judge_factory = judge or letta_judge()
         self.scenarios = _scenarios(self)
 
@@ -180,9 +189,9 @@ class LettaModel:
         rows = h.conn.execute("SELECT label, value FROM block ORDER BY label").fetchall()
         return {"blocks": [list(r) for r in rows]}
 
-    def run_plan(self, h: LettaHandle, agent: str, plan: tuple) -> dict:
+    def run_plan(self, h: LettaHandle, agent: str, plan: tuple, judge: JudgeFactory | None = None) -> dict:
         """One user message to agent ``agent``: its steps (a heartbeat runs another step)."""
-        h.bind(agent)
+        h.bind(agent, judge or self.judge_factory)
         votes: list[dict] = []
         steps = [step(h, agent, m, votes) for m in plan]
         return {"steps": steps, "votes": votes}
@@ -209,8 +218,8 @@ def rethink_lost(label: str) -> Detector:
     def check(state, errors):
         if errors or "Summary:" in _block(state, label):
             return []
-        return [f"the consolidated block {label!r} is gone although the rethink returned: the other agent flushed its "
-                "step-start copy over it (last writer wins; the version check passed because it read the new version)"]
+        return [(f"the consolidated block {label!r} is gone although the rethink returned: the other agent flushed its "
+                "step-start copy over it (last writer wins; the version check passed because it read the new version)")]
     return Detector("lost-update", check)
 
 
@@ -221,9 +230,9 @@ def stale_within_call(agent: str) -> Detector:
             return []
         replies = [s["reply"] for s in res["steps"]]
         if len(set(replies)) > 1:
-            return [f"agent {agent}'s call answered {replies[0]!r} in its first step and {replies[-1]!r} in its "
+            return [(f"agent {agent}'s call answered {replies[0]!r} in its first step and {replies[-1]!r} in its "
                     "heartbeat step: the shared block changed during the call and the change was not seen until the "
-                    "next step (a stale read)"]
+                    "next step (a stale read)")]
         return []
     return Detector("N2", check, observes=True)
 
@@ -232,9 +241,9 @@ def reverted(label: str, old: str, new: str) -> Detector:
     def check(state, errors):
         have = _block(state, label)
         if old in have and new not in have and not errors:
-            return [f"block {label!r} says {old!r} again: an agent that never edited it flushed its step-start copy "
+            return [(f"block {label!r} says {old!r} again: an agent that never edited it flushed its step-start copy "
                     f"over the concurrent change to {new!r} (update_memory_if_changed compares the new memory with a "
-                    "fresh read and writes every label that differs)"]
+                    "fresh read and writes every label that differs)")]
         return []
     return Detector("lost-update", check)
 
@@ -242,8 +251,8 @@ def reverted(label: str, old: str, new: str) -> Detector:
 def replaced_without_trace(label: str, old: str) -> Detector:
     def check(state, errors):
         have = _block(state, label)
-        return ([f"{old!r} was overwritten in block {label!r}: the block keeps only its latest value (block history "
-                 "is written only by explicit checkpoints), so the replaced fact leaves no trace"]
+        return ([(f"{old!r} was overwritten in block {label!r}: the block keeps only its latest value (block history "
+                 "is written only by explicit checkpoints), so the replaced fact leaves no trace")]
                 if old not in have else [])
     return Detector("N3", check, always=True)
 
@@ -257,44 +266,56 @@ def _scenarios(engine: LettaModel) -> dict[str, Scenario]:
                 create_block(h, bid, label, value, agents)
         return setup
 
-    def calls(plan: dict[str, tuple]):
+    def calls(plan: dict[str, tuple], judge: JudgeFactory | None = None):
         def call(h, agent):
-            return engine.run_plan(h, agent, plan[agent])
+            return engine.run_plan(h, agent, plan[agent], judge)
         return call
 
+    shared = ("block-human", "human", BERLIN, ("A", "B", "C", "S"))
     sc = [
         Scenario("two-writers-one-block",
                  "the reported Letta race 'two writers to one block get a conflict error from its version check (P4 "
                  "detected, not lost)': agents A and B share block 'human' and each remembers a fact (append). When "
                  "their flushes overlap, the later UPDATE ... WHERE version = v matches 0 rows and the call fails "
-                 "with BlockVersionConflict (StaleDataError; a clean abort). When only their LLM steps overlap, the "
-                 "later flush reads the new version and writes its stale copy: the other fact is lost silently",
+                 "with BlockVersionConflict (StaleDataError; a clean abort): reproduced. When only their LLM steps "
+                 "overlap, the later flush reads the new version and writes its stale copy: the other fact is lost "
+                 "silently (beyond the report)",
                  ("A", "B"), calls({"A": (("remember", "human", CAT),), "B": (("remember", "human", VIOLIN),)}),
-                 setup_blocks(("block-human", "human", BERLIN, ("A", "B"))), False,
-                 (lines_lost("human", CAT, VIOLIN), rejudged()), ("lost-update",), observe=True),
+                 setup_blocks(shared), False, (lines_lost("human", CAT, VIOLIN),), ("lost-update",)),
         Scenario("shared-block-stale-read",
                  "the reported Letta race 'a shared block change is not seen until the agent's next step (stale "
                  "read)': agent A answers 'where does Alice live?' and takes a heartbeat step, while agent S "
                  "remembers that Alice moved to Rome in the shared block 'human'",
                  ("A", "S"), calls({"A": (("ask", "human", "lives"), ("ask", "human", "lives")),
                                     "S": (("remember", "human", ROME),)}),
-                 setup_blocks(("block-human", "human", BERLIN, ("A", "S"))), False,
-                 (stale_within_call("A"), replaced_without_trace("human", BERLIN)), ("N2",), observe=True),
+                 setup_blocks(shared), False, (stale_within_call("A"),), ("N2",), observe=True),
         Scenario("stale-write-back",
                  "agent A appends a note to its own block 'notes' while agent S replaces Berlin by Rome in the shared "
                  "block 'human': A's flush compares its whole step-start memory with a fresh read and writes back "
                  "the stale 'human' too, undoing S's change (found in the model; not among the reported races)",
                  ("A", "S"), calls({"A": (("note", "notes", "Asked about the move."),),
                                     "S": (("remember", "human", ROME),)}),
-                 setup_blocks(("block-human", "human", BERLIN, ("A", "S")), ("block-notes", "notes", "Notes:", ("A",))),
-                 False, (reverted("human", BERLIN, ROME), replaced_without_trace("human", BERLIN)), ("lost-update",)),
+                 setup_blocks(shared, ("block-notes", "notes", "Notes:", ("A",))), False,
+                 (reverted("human", BERLIN, ROME),), ("lost-update",)),
         Scenario("consolidation-overwrites",
                  "the reported race 'a long LLM consolidation writes back over memories added meanwhile (P4)' "
                  "(LangMem and others), on Letta: a sleep-time agent C rethinks the shared block (memory_rethink "
-                 "from its step-start copy) while agent A remembers a new fact in it; C's flush erases A's line",
+                 "from its step-start copy) while agent A remembers a new fact in it; C's flush erases A's line, or "
+                 "A's flush erases C's consolidation",
                  ("C", "A"), calls({"C": (("rethink", "human", ""),), "A": (("remember", "human", CAT),)}),
-                 setup_blocks(("block-human", "human", BERLIN, ("A", "C"))), False,
-                 (lines_lost("human", CAT), rethink_lost("human")), ("lost-update",)),
+                 setup_blocks(shared), False, (lines_lost("human", CAT), rethink_lost("human")), ("lost-update",)),
+        Scenario("remember-overwrites",
+                 "one agent remembers that Alice moved to Rome: core_memory_replace rewrites the line in place, and "
+                 "the block keeps only its latest value (N3 by design, in a serial run)",
+                 ("S",), calls({"S": (("remember", "human", ROME),)}), setup_blocks(shared), False,
+                 (replaced_without_trace("human", BERLIN),), ("N3",)),
+        Scenario("rejudge",
+                 "two agents remember that Alice moved to Rome; each asks its LLM whether the stored 'lives in "
+                 "Berlin' should be replaced. With the temperature-1 fixture this scenario uses, the two answers "
+                 "can differ and nothing logs the first: N1",
+                 ("A", "B"), calls({"A": (("remember", "human", ROME),), "B": (("remember", "human", ROME),)},
+                                   engine.rejudge_judge),
+                 setup_blocks(shared), False, (rejudged(),), ("N1",), observe=True),
     ]
     return {s.name: s for s in sc}
 

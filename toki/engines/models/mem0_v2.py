@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from toki.engines.engine import Detector, Scenario
 from toki.engines.models import (
@@ -150,7 +149,7 @@ class History:
 class Mem0Handle:
     """One ``Memory`` instance: its vector store client, its history database, its LLM clients."""
 
-    def __init__(self, model: "Mem0V2Model", location: Path):
+    def __init__(self, model: Mem0V2Model, location: Path):
         self.model = model
         self.vs = VectorStore(Path(location) / "vectors.db")
         self.db = History(Path(location) / "history.db")
@@ -158,9 +157,9 @@ class Mem0Handle:
         self.judge = None
         self.calls = 0
 
-    def bind(self, agent: str) -> None:
-        if self.agent != agent:
-            self.agent, self.judge = agent, self.model.judge_factory(agent)
+    def bind(self, agent: str, factory: JudgeFactory) -> None:
+        if (self.agent, getattr(self, "_factory", None)) != (agent, factory):
+            self.agent, self._factory, self.judge = agent, factory, factory(agent)
 
     def close(self) -> None:
         self.vs.conn.close()
@@ -264,7 +263,7 @@ def add(h: Mem0Handle, message: str) -> dict:
             elif event == "DELETE":
                 mid = _delete_memory(h, temp_uuid_mapping[resp["id"]])
                 returned.append({"id": mid, "memory": resp["text"], "event": "DELETE"})
-        except Exception as e:  # mem0: logger.error("Error processing memory action ...") and go on
+        except Exception as e:  # noqa: BLE001 - mem0: logger.error("Error processing memory action ...") and go on
             errors.append(f"{resp['event']} {resp['text']!r}: {type(e).__name__}")
     return {"results": returned, "votes": votes, "errors": errors}
 
@@ -276,7 +275,9 @@ class Mem0V2Model:
     executed = "model"
     version = VERSION
 
-    def __init__(self, *, judge: JudgeFactory | None = None):
+    def __init__(self, *, judge: JudgeFactory | None = None, rejudge_judge: JudgeFactory | None = None):
+        # "rejudge" measures N1, so it asks a judge that can change its mind (temperature 1, p = 0.5)
+        self.rejudge_judge = rejudge_judge or mem0_wobbling_judge()
         self.judge_factory = judge or mem0_judge()
         self.scenarios = _scenarios(self)
 
@@ -299,8 +300,8 @@ class Mem0V2Model:
         return {"memories": [list(r) for r in h.vs.list()],
                 "history": [[mid, rows] for mid, rows in sorted(hist.items())]}
 
-    def run_plan(self, h: Mem0Handle, agent: str, plan: tuple) -> dict:
-        h.bind(agent)
+    def run_plan(self, h: Mem0Handle, agent: str, plan: tuple, judge: JudgeFactory | None = None) -> dict:
+        h.bind(agent, judge or self.judge_factory)
         results, votes, errors = [], [], []
         for op, *args in plan:
             if op != "add":
@@ -460,9 +461,9 @@ def judge_dropped(new: str, old: str) -> Detector:
         mentioned = {r[2] for _, rows in state["history"] for r in rows} | {r[1] for _, rows in state["history"]
                                                                              for r in rows}
         if new not in have and new not in mentioned and old not in have:
-            return [f"judge failure, not a race: the update LLM answered DELETE for {old!r} and no ADD for {new!r}, "
+            return [(f"judge failure, not a race: the update LLM answered DELETE for {old!r} and no ADD for {new!r}, "
                     "so the store holds neither; it happens in a serial run (the prompt's own DELETE example "
-                    "teaches it) and no audit records the dropped fact"]
+                    "teaches it) and no audit records the dropped fact")]
         return []
     return Detector("judge-failure", check, always=True)
 
@@ -488,12 +489,11 @@ def _scenarios(engine: Mem0V2Model) -> dict[str, Scenario]:
             engine.run_plan(h, "setup", tuple(("add", t) for t in texts))
         return setup
 
-    def calls(plan: dict[str, tuple]):
+    def calls(plan: dict[str, tuple], judge: JudgeFactory | None = None):
         def call(h, agent):
-            return engine.run_plan(h, agent, plan[agent])
+            return engine.run_plan(h, agent, plan[agent], judge)
         return call
 
-    n3 = destroyed_without_audit()
     sc = [
         Scenario("concurrent-update",
                  "two add() calls refine one stored memory ('Alice likes tea') with 'green tea' and 'tea with milk'. "
@@ -502,39 +502,43 @@ def _scenarios(engine: Mem0V2Model) -> dict[str, Scenario]:
                  "race 'a blind put overwrites a concurrent writer's record and destroys the loser (P4 and N3)': "
                  "Qdrant's update is a blind upsert of what the writer read",
                  ("A", "B"), calls({"A": (("add", GREEN),), "B": (("add", MILK),)}), seeded(TEA), False,
-                 (updates_from_same_value(), decided_on_stale_value(), history_out_of_order(), n3, rejudged()),
-                 ("lost-update", "N3"), observe=True),
+                 (updates_from_same_value(), decided_on_stale_value(), history_out_of_order()),
+                 ("lost-update", "non-atomic-history"), observe=True),
         Scenario("delete-vs-update",
                  "one add() contradicts 'Alice likes tea' ('no longer drinks tea': DELETE it, ADD the new fact) while "
                  "another refines it ('green tea': UPDATE). The UPDATE can read the memory before the DELETE and "
-                 "upsert it after (a deleted memory comes back; history says DELETE then UPDATE), or read it after "
-                 "the DELETE and fail (mem0 logs the error and drops the fact)",
+                 "upsert it after (a deleted memory comes back; history says DELETE then UPDATE), read it after "
+                 "the DELETE and fail (mem0 logs the error and drops the fact), or the DELETE can remove the "
+                 "refined memory it never saw",
                  ("A", "B"), calls({"A": (("add", NOTEA),), "B": (("add", GREEN),)}), seeded(TEA), False,
                  (update_after_delete(), written_then_lost(GREEN), decided_on_stale_value(), contradicting_current(),
-                  history_out_of_order(), n3,
-                  rejudged()),
-                 ("lost-update", "N3"), observe=True),
+                  history_out_of_order()), ("lost-update", "double-current", "non-atomic-history"), observe=True),
         Scenario("duplicate-add",
-                 "two add() calls of the same new fact ('Alice has a dog'): serially the second is a duplicate "
-                 "(NONE); concurrently both search before either inserts and both ADD",
+                 "the reported mem0 race 'two concurrent add of the same text both pass the duplicate check on a "
+                 "stale snapshot and both insert': two add() calls of a new fact ('Alice has a dog'); serially the "
+                 "second is a duplicate (NONE); concurrently both search before either inserts and both ADD",
                  ("A", "B"), calls({"A": (("add", DOG),), "B": (("add", DOG),)}), seeded(TEA), False,
-                 (duplicates(), history_out_of_order(), n3), ("duplicate-insert",)),
+                 (duplicates(), history_out_of_order()), ("duplicate-insert",)),
+        Scenario("update-overwrites",
+                 "one add() refines 'Alice likes tea' into 'Alice likes green tea': UPDATE overwrites the memory in "
+                 "place (N3 by design, in a serial run)",
+                 ("U",), calls({"U": (("add", GREEN),)}), seeded(TEA), False, (destroyed_without_audit(),), ("N3",)),
         Scenario("love-then-hate",
                  "the reported 'I love Chinese food' then 'I hate Chinese food' leaves an empty store: one agent adds "
                  "'I hate Chinese food' over the stored 'I love Chinese food'; the update LLM, following its "
                  "prompt's DELETE example, deletes the old memory and adds nothing. A judge failure, not a race "
                  "(one agent: no interleaving to search), with no audit (N3)",
                  ("U",), calls({"U": (("add", HATE),)}), seeded(LOVE), False,
-                 (judge_dropped(HATE, LOVE), n3), ("judge-failure", "N3")),
+                 (judge_dropped(HATE, LOVE), destroyed_without_audit()), ("judge-failure", "N3")),
         Scenario("rejudge",
-                 "two add() calls of the same contradiction ('Alice lives in Rome' over 'Paris'): serially the second "
-                 "sees a duplicate and asks nothing, or re-asks when the first kept Paris; concurrently both ask the "
-                 "update LLM about the same pair. With a temperature-1 fixture (judge=mem0_wobbling_judge()) the "
-                 "answers differ: N1, no judge log",
-                 ("A", "B"), calls({"A": (("add", ROME),), "B": (("add", ROME),)}), seeded(PARIS), False,
-                 (updates_from_same_value(), decided_on_stale_value(), judged_twice(), history_out_of_order(), rejudged(),
-                  n3), ("N1",),
-                 observe=True),
+                 "two add() calls of the same contradiction ('Alice lives in Rome' over 'Paris'), judged by the "
+                 "temperature-1 fixture this scenario uses (p = 0.5: an evidence-tied pair, which stays 0.5 at mem0's "
+                 "0.1 too): serially the second sees a duplicate and asks nothing, or re-asks when the first kept "
+                 "Paris; concurrently both ask. The answers can differ and no judge log pins the first: N1",
+                 ("A", "B"), calls({"A": (("add", ROME),), "B": (("add", ROME),)}, engine.rejudge_judge),
+                 seeded(PARIS), False,
+                 (rejudged(), judged_twice(), updates_from_same_value(), decided_on_stale_value(),
+                  history_out_of_order()), ("N1", "rejudged"), observe=True),
         Scenario("ingestion-order",
                  "the reported 'order by ingestion instead of event time lets an older fact replace a newer one' "
                  "(LangMem and others): 'Alice lives in Rome' (happened 2026-05) and the older 'Alice lives in Paris' "
@@ -542,8 +546,8 @@ def _scenarios(engine: Mem0V2Model) -> dict[str, Scenario]:
                  "order Rome-then-Paris the older fact wins (by design, serial too); concurrently both ADD and both "
                  "stay current",
                  ("A", "B"), calls({"A": (("add", ROME),), "B": (("add", PARIS),)}), None, False,
-                 (contradicting_current(), history_out_of_order(), ingestion_order(), n3),
-                 ("ingestion-order", "double-current")),
+                 (contradicting_current(), history_out_of_order(), ingestion_order()),
+                 ("ingestion-order", "double-current", "non-atomic-history")),
     ]
     return {s.name: s for s in sc}
 

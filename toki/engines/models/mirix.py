@@ -32,7 +32,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from toki.engines.engine import Detector, Scenario
-from toki.engines.models import JudgeFactory, ask_judge, connect, greedy_judge, rejudged, stable_id, wobbling_judge
+from toki.engines.models import (
+    JudgeFactory,
+    ask_judge,
+    connect,
+    greedy_judge,
+    rejudged,
+    stable_id,
+    wobbling_judge,
+)
 from toki.errors import ConfigError
 
 VERSION = ("model of Mirix-AI/MIRIX@76741d9 mirix/functions/function_sets/memory_tools.py (semantic_memory_insert, "
@@ -58,7 +66,7 @@ def mirix_wobbling_judge(p: float = 0.5, seed: int = 0) -> JudgeFactory:
 
 
 class MirixHandle:
-    def __init__(self, model: "MirixModel", location: Path):
+    def __init__(self, model: MirixModel, location: Path):
         self.model = model
         self.conn = connect(Path(location) / "mirix.db")
         self.conn.execute("CREATE TABLE IF NOT EXISTS semantic_memory (id TEXT PRIMARY KEY, name TEXT NOT NULL, "
@@ -67,9 +75,9 @@ class MirixHandle:
         self.judge = None
         self.calls = 0
 
-    def bind(self, agent: str) -> None:
-        if self.agent != agent:
-            self.agent, self.judge = agent, self.model.judge_factory(agent)
+    def bind(self, agent: str, factory: JudgeFactory) -> None:
+        if (self.agent, getattr(self, "_factory", None)) != (agent, factory):
+            self.agent, self._factory, self.judge = agent, factory, factory(agent)
 
 
 # -- mirix/services/semantic_memory_manager.py ------------------------------------------------------
@@ -139,7 +147,9 @@ class MirixModel:
     executed = "model"
     version = VERSION
 
-    def __init__(self, *, judge: JudgeFactory | None = None):
+    def __init__(self, *, judge: JudgeFactory | None = None, rejudge_judge: JudgeFactory | None = None):
+        # "rejudge" measures N1, so it asks a judge that can change its mind (temperature 1, p = 0.5)
+        self.rejudge_judge = rejudge_judge or mirix_wobbling_judge()
         self.judge_factory = judge or mirix_judge()
         self.scenarios = _scenarios(self)
 
@@ -158,8 +168,8 @@ class MirixModel:
         rows = h.conn.execute("SELECT name, summary FROM semantic_memory ORDER BY name, summary").fetchall()
         return {"semantic": [list(r) for r in rows]}
 
-    def run_plan(self, h: MirixHandle, agent: str, plan: tuple) -> dict:
-        h.bind(agent)
+    def run_plan(self, h: MirixHandle, agent: str, plan: tuple, judge: JudgeFactory | None = None) -> dict:
+        h.bind(agent, judge or self.judge_factory)
         votes: list[dict] = []
         out = []
         for op, *args in plan:
@@ -181,8 +191,8 @@ def _summaries(state, name: str) -> list[str]:
 def two_current(name: str) -> Detector:
     def check(state, errors):
         cur = _summaries(state, name)
-        return ([f"{name!r} has {len(cur)} current items {cur}: both memory agents deleted the old item and each "
-                 "inserted its own replacement (two latest versions)"] if len(cur) > 1 else [])
+        return ([(f"{name!r} has {len(cur)} current items {cur}: both memory agents deleted the old item and each "
+                 "inserted its own replacement (two latest versions)")] if len(cur) > 1 else [])
     return Detector("double-supersede", check)
 
 
@@ -214,16 +224,16 @@ def empty_read(reader: str, name: str) -> Detector:
     def check(state, errors, observed):
         res = (observed or {}).get(reader)
         if res and res["results"] and res["results"][0] == []:
-            return [f"reader {reader} found no {name!r} item: it read between the update's delete and its insert "
-                    "(delete-then-insert is not atomic)"]
+            return [(f"reader {reader} found no {name!r} item: it read between the update's delete and its insert "
+                    "(delete-then-insert is not atomic)")]
         return []
     return Detector("N2", check, observes=True)
 
 
 def hard_deleted(name: str, old: str) -> Detector:
     def check(state, errors):
-        return ([f"{old!r} ({name!r}) was hard-deleted by an update: MIRIX keeps no history, so the replaced fact "
-                 "leaves no trace"] if old not in _summaries(state, name) else [])
+        return ([(f"{old!r} ({name!r}) was hard-deleted by an update: MIRIX keeps no history, so the replaced fact "
+                 "leaves no trace")] if old not in _summaries(state, name) else [])
     return Detector("N3", check, always=True)
 
 
@@ -237,12 +247,12 @@ def _scenarios(engine: MirixModel) -> dict[str, Scenario]:
                 insert_semantic_item(h, name, summary)
         return setup
 
-    def calls(plan: dict[str, tuple]):
+    def calls(plan: dict[str, tuple], judge: JudgeFactory | None = None):
         def call(h, agent):
-            return engine.run_plan(h, agent, plan[agent])
+            return engine.run_plan(h, agent, plan[agent], judge)
         return call
 
-    n3 = hard_deleted(RESIDENCE, BERLIN)
+    races = (two_current(RESIDENCE), slot_lost(RESIDENCE))
     sc = [
         Scenario("concurrent-update",
                  "two memory agents, run in parallel, each replace 'Alice lives in Berlin' (Paris, Rome); also the "
@@ -251,9 +261,7 @@ def _scenarios(engine: MirixModel) -> dict[str, Scenario]:
                  "concurrently both delete the old id (the second DELETE matches nothing) and both insert, or the "
                  "second's read finds the item gone and its update fails back to the LLM (lost)",
                  ("A", "B"), calls({"A": (("remember", RESIDENCE, PARIS),), "B": (("remember", RESIDENCE, ROME),)}),
-                 seeded((RESIDENCE, BERLIN)), False,
-                 (two_current(RESIDENCE), slot_lost(RESIDENCE), n3, rejudged()), ("double-supersede", "lost-update",
-                                                                                  "N3"), observe=True),
+                 seeded((RESIDENCE, BERLIN)), False, races, ("double-supersede", "lost-update"), observe=True),
         Scenario("duplicate-insert",
                  "two memory agents insert the same new item ('Alice has a dog'): the duplicate check lists the "
                  "items before either inserts, so both insert",
@@ -263,7 +271,19 @@ def _scenarios(engine: MirixModel) -> dict[str, Scenario]:
                  "a reader searches Alice's residence while a memory agent replaces Berlin by Paris: between the "
                  "update's delete and its insert the slot is empty",
                  ("R", "W"), calls({"R": (("search", RESIDENCE),), "W": (("remember", RESIDENCE, PARIS),)}),
-                 seeded((RESIDENCE, BERLIN)), False, (empty_read("R", RESIDENCE), n3), ("N2", "N3"), observe=True),
+                 seeded((RESIDENCE, BERLIN)), False, (empty_read("R", RESIDENCE),), ("N2",), observe=True),
+        Scenario("update-hard-deletes",
+                 "one memory agent replaces 'Alice lives in Berlin' by Paris: the old item is hard-deleted and MIRIX "
+                 "keeps no history (N3 by design, in a serial run)",
+                 ("W",), calls({"W": (("remember", RESIDENCE, PARIS),)}), seeded((RESIDENCE, BERLIN)), False,
+                 (hard_deleted(RESIDENCE, BERLIN),), ("N3",)),
+        Scenario("rejudge",
+                 "two memory agents are told Alice lives in Rome; each asks its LLM whether the stored Berlin item "
+                 "should be replaced. With the temperature-1 fixture this scenario uses, the answers can differ and "
+                 "nothing logs the first: N1",
+                 ("A", "B"), calls({"A": (("remember", RESIDENCE, ROME),), "B": (("remember", RESIDENCE, ROME),)},
+                                   engine.rejudge_judge),
+                 seeded((RESIDENCE, BERLIN)), False, (rejudged(),) + races, ("N1",), observe=True),
     ]
     return {s.name: s for s in sc}
 
