@@ -6,11 +6,36 @@ Database errors keep their SQLSTATE (DESIGN §3: classify by SQLSTATE, never by 
 
 from __future__ import annotations
 
+import re
+
+# A password in a libpq/SQLAlchemy URI (scheme://user:SECRET@host), in a query parameter
+# (?password=SECRET) or in a key-value DSN (password=SECRET or password='SE CRET').
+_URI_SECRET = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s'\"]*:)(?P<secret>[^\s'\"/]*)(?=@)")
+_PARAM_SECRET = re.compile(r"(?P<head>[?&;](?:password|pass|pwd|passwd)=)(?P<secret>[^&\s'\"]*)", re.I)
+_KV_SECRET = re.compile(r"(?P<head>\b(?:password|pass|pwd|passwd)\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'|[^\s'\"&]+)",
+                        re.I)
+REDACTED = "***"
+
+
+def redact(text: object) -> str:
+    """``text`` with every DSN password replaced by ``***`` (messages, logs and result files
+    must never carry a secret)."""
+    s = str(text)
+    if not any(c in s for c in ":="):
+        return s
+    for pat in (_URI_SECRET, _PARAM_SECRET, _KV_SECRET):
+        s = pat.sub(lambda m: m.group("head") + (REDACTED if m.group("secret") else ""), s)
+    return s
+
 
 class TokiError(Exception):
-    """Root of every error toki raises deliberately. The CLI maps it to exit status 2."""
+    """Root of every error toki raises deliberately. The CLI maps it to exit status 2.
+
+    Messages are redacted: a DSN quoted in one never shows its password."""
 
     def __init__(self, message: str, *, fix: str | None = None):
+        message = redact(message)
+        fix = redact(fix) if fix is not None else None
         self.problem = message
         self.fix = fix
         super().__init__(f"{message} ({fix})" if fix else message)

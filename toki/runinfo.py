@@ -34,6 +34,19 @@ def _v(pkg: str) -> str | None:
         return None
 
 
+def _redacted(v):
+    """Options as recorded, with every DSN password replaced (result files carry no secret)."""
+    from toki.errors import redact
+
+    if isinstance(v, str):
+        return redact(v)
+    if isinstance(v, dict):
+        return {k: _redacted(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_redacted(x) for x in v]
+    return v
+
+
 def provenance(*, seed: int | None = None, options: dict | None = None, backend: dict | None = None,
                elapsed_s: float | None = None) -> dict:
     return {
@@ -44,7 +57,7 @@ def provenance(*, seed: int | None = None, options: dict | None = None, backend:
         "packages": {p: _v(p) for p in ("psycopg", "sqlalchemy", "hypothesis", "z3-solver", "numpy", "scipy")},
         "backend": backend,
         "seed": seed,
-        "options": options or {},
+        "options": _redacted(options or {}),
         "elapsed_s": elapsed_s,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }

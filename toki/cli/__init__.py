@@ -19,7 +19,7 @@ from toki import __version__
 from toki.errors import TokiError
 
 # Order is the order shown in --help.
-COMMANDS = ("demo", "db", "run", "matrix", "experiment", "check", "gen", "prove", "certify", "engines")
+COMMANDS = ("demo", "db", "run", "matrix", "experiment", "check", "gen", "prove", "certify", "engines", "faults")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -40,7 +40,7 @@ _servers: dict[str, "Server"] = {}
 
 @dataclass
 class Server:
-    dsn: str
+    dsn: str = field(repr=False)  # may carry a password: never in a repr
     how: str  # how it was chosen: "--dsn", "TOKI_DSN", "embedded", "docker"
     where: str  # where it runs (socket directory, host:port, container)
     backend: str = "postgresql"
@@ -56,13 +56,16 @@ class Server:
 
     def connect(self, *, schema: str | None = None, autocommit: bool = True,
                 deadlock_timeout_ms: int | None = None, application_name: str = "toki",
-                connection_class: type[psycopg.Connection] = psycopg.Connection) -> psycopg.Connection:
+                connection_class: type[psycopg.Connection] = psycopg.Connection,
+                durable: bool = False) -> psycopg.Connection:
         """A new connection; ``schema`` becomes the search path.
 
-        Commits skip the WAL flush (synchronous_commit=off): it changes durability after a
-        crash, never what concurrent transactions see, and it makes trials cheap.
+        By default commits skip the WAL flush (synchronous_commit=off): it changes durability
+        after a crash, never what concurrent transactions see, and it makes trials cheap; a server
+        crash within the WAL writer's delay then loses acknowledged commits (``toki faults`` shows
+        it). ``durable=True`` keeps them (synchronous_commit=on; the store's default).
         """
-        opts = ["-c synchronous_commit=off"]
+        opts = ["-c synchronous_commit=" + ("on" if durable else "off")]
         if schema:
             _check_ident(schema)
             opts.append(f"-c search_path={schema}")

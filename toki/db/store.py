@@ -121,7 +121,11 @@ class Row:
 
 @dataclass
 class WriteOutcome:
-    action: str  # inserted | duplicate | superseded | rejected
+    # inserted | duplicate | superseded | rejected; "unknown" when the COMMIT was sent and its
+    # acknowledgement never came (the connection died): it may or may not have committed, so it
+    # is never reported as failed (Jepsen's :info); "already-applied" when a retry
+    # (``retry=True``) finds the fact's trace in the store and writes nothing.
+    action: str
     fact_id: str  # the newcomer's id
     winner_id: str | None = None
     loser_id: str | None = None
@@ -130,6 +134,11 @@ class WriteOutcome:
     vote_source: str | None = None  # log | judge | policy | callback
     rereads: int = 0
     at: datetime | None = None
+    intended: str | None = None  # for "unknown": what the write would have done had it committed
+
+    @property
+    def indeterminate(self) -> bool:
+        return self.action == "unknown"
 
 
 class Clock:
@@ -152,6 +161,15 @@ CLOCK = Clock()
 MAX_REREADS = 3
 
 
+def _connection_lost(e: BaseException) -> bool:
+    """The session is gone (terminated, server restarted, socket closed): SQLSTATE class 08 or
+    57P, or a libpq error with no SQLSTATE at all."""
+    from toki.backends.base import ErrorKind
+    from toki.backends.postgres import classify
+
+    return classify(e).kind is ErrorKind.CONNECTION
+
+
 def _db_error(e: psycopg.Error, during: str) -> DatabaseError:
     state = getattr(e, "sqlstate", None)
     hint = {
@@ -160,6 +178,9 @@ def _db_error(e: psycopg.Error, during: str) -> DatabaseError:
         "23505": "another session logged the same key first: retry to read its vote",
         "25P02": "the transaction had already failed; roll back first",
     }.get(state or "", "see the server log")
+    if _connection_lost(e):
+        hint = ("the connection was lost before COMMIT was sent, so the server rolled the write back: "
+                "reconnect and retry it")
     msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return DatabaseError(f"{during} failed with SQLSTATE {state}: {msg}", sqlstate=state, fix=hint)
 
@@ -172,8 +193,12 @@ class WriteTxn:
     def __init__(self, store: "Store", conn: psycopg.Connection, fact: Fact, *, operator: str,
                  level: Level, mode: SchemaMode, judge: Judge | None, guard: bool, at: datetime | None,
                  canonicalize: bool = True, session: str | None = None, slot_lock: bool = False,
-                 revision: str = "change"):
+                 revision: str = "change", retry: bool = False):
         self.store, self.conn, self.fact = store, conn, fact
+        # A retry of a write whose outcome was unknown: look for the fact's trace first, so that
+        # a write that did commit is not applied twice (idempotence by fact id).
+        self.retry = retry
+        self.applied: WriteOutcome | None = None
         self.slot_lock = slot_lock
         self._locked = False
         self.operator, self.level, self.mode = operator, level, mode
@@ -240,8 +265,36 @@ class WriteTxn:
     def read_candidates(self) -> list[Row]:
         return self._run("read_candidates", self._read_candidates)
 
+    def _find_trace(self) -> WriteOutcome | None:
+        """The outcome of an earlier application of this very fact, if the slot shows one: a row
+        with its id (inserted, or the winner of a supersession, closed since or not), an audit row
+        naming it as the loser, or its write-event token merged into a row (a duplicate)."""
+        f = self.fact
+        rows = self.conn.execute(
+            "select fact_id, row_kind, provenance_id from agent_memory where subject = %s and predicate = %s"
+            " order by system_time_start, fact_id", (f.subject, f.predicate)).fetchall()
+        self.reads.append((f"trace:{f.fact_id}", len(rows)))
+        carrier = self.store.carrier
+        token = f.fact_id if not f.provenance else None  # a fact with its own annotation has no token of its own
+        for fid, kind, prov in rows:
+            if kind == "current" and fid == f.fact_id:
+                return WriteOutcome("already-applied", f.fact_id, winner_id=fid, intended="written")
+            if kind == "audit" and fid.startswith(f"audit::{f.fact_id}::"):
+                return WriteOutcome("already-applied", f.fact_id, audit_id=fid, intended="rejected")
+        for fid, kind, prov in rows:
+            if token is not None and kind == "current" and prov:
+                with contextlib.suppress(Exception):  # a malformed annotation is no trace
+                    if token in carrier.parse(prov).variables():
+                        return WriteOutcome("already-applied", f.fact_id, winner_id=fid, intended="merged")
+        return None
+
     def _read_candidates(self) -> list[Row]:
         f = self.fact
+        if self.retry and self.applied is None:
+            self.applied = self._find_trace()
+        if self.applied is not None:
+            self.candidates, self.duplicate, self.incumbent = [], None, None
+            return []
         rows = [Row(*r) for r in self.conn.execute(
             _CANDIDATES, (f.subject, f.predicate, f.valid_to, f.valid_from),
         ).fetchall()]
@@ -343,6 +396,9 @@ class WriteTxn:
     def _write(self) -> WriteOutcome:
         if self.candidates is None:
             self._read_candidates()
+        if self.applied is not None:
+            self.outcome = self.applied
+            return self.applied
         rereads = 0
         while True:
             outcome = self._apply()
@@ -476,7 +532,18 @@ class WriteTxn:
 
     def commit(self) -> WriteOutcome:
         def go():
-            self.conn.execute("commit")
+            try:
+                self.conn.execute("commit")
+            except psycopg.Error as e:
+                if not _connection_lost(e):
+                    raise
+                # The COMMIT was sent (or was about to be) and no answer came: it may have
+                # committed. Report it as unknown, never as failed; the session (and any slot
+                # lock it held) died with the connection.
+                self.done, self._locked = True, False
+                self.outcome = WriteOutcome(**{**vars(self.outcome), "action": "unknown",
+                                               "intended": self.outcome.action})
+                return self.outcome
             self.done = True
             self._unlock()
             return self.outcome
@@ -581,6 +648,10 @@ class Store:
     default_judge: Judge = field(default_factory=lambda: SimulatedJudge(p=0.5, seed=0))
     clock: Clock = field(default_factory=lambda: CLOCK)
     owns_schema: bool = False
+    # Commits wait for the WAL to reach the operating system (synchronous_commit on): with it
+    # off, a server crash within the WAL writer's delay loses writes that were acknowledged
+    # (toki faults measures it). The matrix's lanes, which only compare interleavings, keep it off.
+    durable: bool = True
     _conn: psycopg.Connection | None = field(default=None, repr=False)
 
     @classmethod
@@ -613,6 +684,7 @@ class Store:
         return self._conn
 
     def connect(self, **kw) -> psycopg.Connection:
+        kw.setdefault("durable", self.durable)
         return self.server.connect(schema=self.schema, **kw)
 
     def close(self) -> None:
@@ -636,7 +708,7 @@ class Store:
                     mode: SchemaMode | str | None = None, judge: Judge | None = None, guard: bool = True,
                     at: datetime | None = None, conn: psycopg.Connection | None = None,
                     canonicalize: bool = True, session: str | None = None, slot_lock: bool = False,
-                    revision: str = "change", canonicalizer=None) -> WriteTxn:
+                    revision: str = "change", canonicalizer=None, retry: bool = False) -> WriteTxn:
         if operator not in OPERATORS:
             raise ConfigError(f"unknown operator {operator!r}", fix=f"use one of {', '.join(OPERATORS)}")
         if not isinstance(fact, Fact):
@@ -647,12 +719,13 @@ class Store:
         return WriteTxn(self, conn or self.conn, fact, operator=operator, level=lvl,
                         mode=SchemaMode.parse(mode) if mode is not None else self.mode,
                         judge=judge, guard=guard, at=at, canonicalize=canonicalize, session=session,
-                        slot_lock=slot_lock, revision=revision)
+                        slot_lock=slot_lock, revision=revision, retry=retry)
 
     def write(self, fact: Fact, *, operator: str = "lww", level: Level | str | None = None,
               mode: SchemaMode | str | None = None, judge: Judge | None = None, guard: bool = True,
               at: datetime | None = None, conn: psycopg.Connection | None = None,
-              slot_lock: bool = False, revision: str = "change", canonicalizer=None) -> WriteOutcome:
+              slot_lock: bool = False, revision: str = "change", canonicalizer=None,
+              retry: bool = False) -> WriteOutcome:
         """Run SPEC §4 as one transaction at ``level`` (default: the operator's precondition).
 
         ``revision``: ``"change"`` (default) keeps the loser current outside the winner's valid
@@ -663,10 +736,15 @@ class Store:
         ``slot_lock=True`` also serialises writers of the same (subject, predicate) slot with an
         advisory lock taken before the transaction begins: beyond SPEC §4, it closes the
         empty-slot phantom that SI lets through (two writers both insert into an empty slot).
+
+        The outcome's action is ``unknown`` when the COMMIT was sent and the connection died
+        before its answer (it may have committed). Retry such a write on a new connection with
+        ``retry=True``: the write path first looks for the fact's trace and answers
+        ``already-applied`` instead of writing it twice.
         """
         return self.begin_write(fact, operator=operator, level=level, mode=mode, judge=judge,
                                 guard=guard, at=at, conn=conn, slot_lock=slot_lock, revision=revision,
-                                canonicalizer=canonicalizer).run()
+                                canonicalizer=canonicalizer, retry=retry).run()
 
     def begin_consolidate(self, subject: str, predicate: str, *, operator: str = "lww",
                           level: Level | str | None = None, mode: SchemaMode | str | None = None,

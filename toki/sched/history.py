@@ -4,7 +4,8 @@ Keys are fact rows (``fact_id``), judge-log keys (``judge:<digest>``), policy se
 (``policy:<set key>``) and callback requests (``callback:<set key>``). A read records the value
 it saw (``None`` for absent), a write the value it installed; closing a row writes
 ``closed:<session>``. Each write-path transaction becomes an ``invoke`` when its first phase is
-sent and an ``ok`` (committed) or ``fail`` (aborted, the SQLSTATE in ``error``) completion.
+sent and an ``ok`` (committed) or ``fail`` (aborted, the SQLSTATE in ``error``) completion, or
+an ``info`` one when the COMMIT's acknowledgement was lost (the outcome is unknown).
 """
 
 from __future__ import annotations
@@ -42,8 +43,13 @@ def from_sessions(sessions: dict, execution) -> list[dict]:
             committed = txn.done and txn.outcome is not None and res.status == "ok" and log[-1][0] == "commit"
             invoke = {"type": "invoke", "process": process, "f": "txn",
                       "value": [[m[0], m[1], None] if m[0] == "r" else m for m in micro]}
-            done = {"type": "ok" if committed else "fail", "process": process, "f": "txn", "value": micro}
-            if not committed and res.sqlstate:
+            # A commit whose acknowledgement was lost may or may not have happened: Jepsen's :info
+            # (its writes may be visible, its reads are unknown), never :fail.
+            unknown = txn.outcome is not None and getattr(txn.outcome, "action", None) == "unknown"
+            kind = "info" if unknown else ("ok" if committed else "fail")
+            done = {"type": kind, "process": process, "f": "txn",
+                    "value": [[m[0], m[1], None] if m[0] == "r" else m for m in micro] if unknown else micro}
+            if not committed and not unknown and res.sqlstate:
                 done["error"] = res.sqlstate
             events.append((first, 0, invoke))
             events.append((at + 0.5, 1, done))

@@ -1,0 +1,17 @@
+"""Fault injection: crash points, lost connections and indeterminate commits (``toki faults``).
+
+What breaks memory is not only concurrency but failure in the middle of a write. This package
+injects real faults at every fault point of a write path and checks the state the system
+recovers to: :mod:`~toki.faults.write_path` for TOKI's own write path on PostgreSQL (connection
+terminated between statements, lost COMMIT acknowledgement, process killed, server crashed and
+restarted), :mod:`~toki.faults.engines` for the engines of the harness (the process killed at
+each granted storage call, a file write torn in the middle), :mod:`~toki.faults.report` for the
+fault table and the replayable fault file.
+
+Imports: ``toki.db``, ``toki.engines``, ``toki.backends``, ``toki.judges``, ``toki.model``,
+``toki.errors`` and ``toki.runinfo`` (layers below it); never ``toki.cli``, which sits above.
+"""
+
+from toki.faults.proxy import FaultTimeout
+
+__all__ = ["FaultTimeout"]

@@ -1,0 +1,354 @@
+"""Faults in the engines of the harness: the process killed at a storage call, a torn file write.
+
+A scenario's agents run one after another (a serial order: concurrency is not under test
+here, failure is) under the harness's controller, in a *forked child process*. The child
+SIGKILLs itself right before grant ``k`` (every storage call is a grant, so ``k`` ranges over
+every point between two storage calls of the engine): no ``finally`` runs, nothing buffered in
+Python reaches a file, open SQLite transactions and PostgreSQL sessions die with the process, as
+when the operating system kills an agent. A ``torn`` fault at a grant that writes a file
+(``write``/``close`` of a file opened for writing) lets half of the bytes reach the file first:
+a process that dies in the middle of writing a large buffer. (The harness's file hook hands the
+bytes to the OS at flush and close, which is what Python does for files below its 8 KiB buffer;
+the child keeps them in Python until then, so the half written is a prefix of the whole.)
+
+Recovery is what each engine documents: open the storage again (a restarted process) and read
+it through the engine's public API. Checked:
+
+- *recoverable*: the engine opens and answers (not a truncated or unparseable file);
+- *atomic and durable calls*: the state is the serial state of the calls that returned before
+  the crash, or of those plus the call in flight, nothing in between (a half-done call is named
+  by the scenario's own detectors when they recognise it);
+- *retry*: the client, not knowing whether its call applied, calls it again, then the remaining
+  agents run; the state must equal the fault-free run's (a retried write duplicated, or a call
+  that can no longer succeed, shows here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from toki.engines.controller import Controller, SerialChooser
+from toki.engines.trial import TrialRunner, canonical, hooks_installed
+from toki.errors import TokiError
+from toki.faults.proxy import FaultTimeout
+
+KINDS = ("kill", "torn")
+CHILD_LIMIT_S = 60.0
+
+
+@dataclass
+class EngineFault:
+    system: str
+    case: str  # the scenario
+    kind: str
+    point: int  # crash before grant `point`; == len(grants) means after the last call returned
+    statement: str  # the storage call at the point
+    reported: str = "killed"
+    survived: bool = True
+    findings: list[str] = field(default_factory=list)
+    retried: str | None = None
+    seconds: float = 0.0
+    skipped: str | None = None
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in ("system", "case", "kind", "point", "statement", "reported",
+                                              "survived", "findings", "retried", "seconds", "skipped")}
+
+
+class _CrashAt(Controller):
+    """A controller that kills its own process before grant ``k`` (or tears the write at ``k``)."""
+
+    def __init__(self, chooser, k: int, torn: bool, **kw):
+        super().__init__(chooser, **kw)
+        self.k, self.torn = k, torn
+
+    def _grant(self, a) -> None:
+        if len(self.grants) == self.k:
+            if self.torn and a.pending is not None and a.pending.kind == "file-write":
+                _TORN.add(a.name)  # the file hook writes half, then kills
+            else:
+                os.kill(os.getpid(), signal.SIGKILL)
+        super()._grant(a)
+
+
+_TORN: set[str] = set()
+
+
+def _install_torn_writes() -> None:
+    """In the child only: file writes reach the OS at flush/close (as the harness models them),
+    and a torn one stops half-way and kills the process."""
+    from toki.engines import file_calls
+    from toki.engines.controller import current_agent
+
+    cf = file_calls.ControlledFile
+
+    def write(self, data):
+        self._dirty = True
+        self.__dict__.setdefault("_held", []).append(data)
+        return len(data)
+
+    def writelines(self, lines):
+        for x in lines:
+            write(self, x)
+
+    def _push(self):
+        held = self.__dict__.pop("_held", [])
+        if not held:
+            return
+        data = held[0][:0].join(held)
+        me = current_agent()
+        if me is not None and me[1].name in _TORN:
+            self._f.write(data[: len(data) // 2])
+            self._f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        self._f.write(data)
+
+    def flush(self):
+        if not self._dirty:
+            return self._f.flush()
+        self._dirty = False
+        return self._step("file-write", f"write {self._label}", lambda: (_push(self), self._f.flush())[1])
+
+    def close(self):
+        if self._f.closed:
+            return None
+        if self._dirty:
+            self._dirty = False
+            return self._step("file-write", f"write+close {self._label}", lambda: (_push(self), self._f.close())[1])
+        return self._f.close()
+
+    cf.write, cf.writelines, cf.flush, cf.close = write, writelines, flush, close
+
+
+def _call(fn, *args):
+    r = fn(*args)
+    if inspect.isawaitable(r):
+        async def go():
+            return await r
+        r = asyncio.run(go())
+    return r
+
+
+class EngineFaults:
+    """Crash points of one scenario of one engine."""
+
+    def __init__(self, engine, scenario: str, *, step_limit_s: float = 10.0):
+        self.engine = engine
+        self.runner = TrialRunner(engine, scenario, step_limit_s=step_limit_s)
+        self.scenario = self.runner.scenario
+        self.order = tuple(self.scenario.agents)
+        self._ref: tuple[list[str], list[Any], list[Any]] | None = None
+        self._n = 0
+
+    def close(self) -> None:
+        self.runner.close()
+
+    def __enter__(self) -> "EngineFaults":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def system(self) -> str:
+        return self.engine.name
+
+    def reference(self) -> tuple[list[str], list, list]:
+        """The grants and steps of the fault-free serial run, and the state after each prefix."""
+        if self._ref is None:
+            trace, _ = self.runner.run(SerialChooser(self.order))
+            # A call that fails in the fault-free run (a delete before a supersede of the same fact)
+            # is expected to fail when it is retried after a crash, too.
+            self.expected_errors = {a: type(e).__name__ for a, e in trace.errors.items()}
+            states = []
+            for j in range(len(self.order) + 1):
+                _, out = self.runner.run(SerialChooser(self.order[:j]), agents=self.order[:j])
+                states.append(out.state)
+            labels = {s.seq: f"{s.agent}: {s.kind} {s.detail}"[:90] for s in trace.steps}
+            self._ref = (list(trace.grants), [labels.get(i, f"{g}: start") for i, g in enumerate(trace.grants)],
+                         states)
+        return self._ref
+
+    def points(self, kind: str) -> list[int]:
+        grants, labels, _ = self.reference()
+        if kind == "torn":
+            return [i for i, l in enumerate(labels) if ": file-write " in l]
+        return list(range(len(grants) + 1))
+
+    def run(self, kind: str, point: int) -> EngineFault:
+        grants, labels, states = self.reference()
+        res = EngineFault(self.system, self.scenario.name, kind, point,
+                          labels[point] if point < len(labels) else "after the last call returned")
+        t0 = time.perf_counter()
+        self._n += 1
+        loc = self.runner.workdir / f"fault{self._n}"
+        shutil.rmtree(loc, ignore_errors=True)
+        loc.mkdir(parents=True)
+        try:
+            self.runner._seed(loc)
+            self._crash(loc, kind, point, res)
+            done = sum(1 for a in self.order if max(i for i, g in enumerate(grants) if g == a) < point)
+            state = self._reopen(loc, res)
+            if state is not None:
+                allowed = {canonical(states[done]): "before the call in flight"}
+                if done < len(self.order):
+                    allowed.setdefault(canonical(states[done + 1]), "after the call in flight")
+                earlier = [j for j in range(done) if canonical(states[j]) == canonical(state)
+                           and canonical(states[j]) != canonical(states[done])]
+                if _corrupt(state):
+                    pass  # named above; the scenario's detectors would guess a concurrent cause
+                elif earlier:
+                    res.findings.append(f"lost: the calls of {', '.join(self.order[earlier[0]:done])} returned "
+                                        "before the crash and are gone after it")
+                elif canonical(state) not in allowed:
+                    res.findings.append("half-done: " + self._name_state(state, states[min(done + 1, len(states) - 1)]))
+                self._recover(loc, done, states[-1], res)
+        finally:
+            shutil.rmtree(loc, ignore_errors=True)
+            discard = getattr(self.engine, "discard", None)
+            if callable(discard):
+                with contextlib.suppress(Exception):
+                    discard(loc)
+        res.seconds = round(time.perf_counter() - t0, 3)
+        res.survived = not res.findings
+        return res
+
+    # -- the crash, in a child ------------------------------------------------------------------
+    def _crash(self, loc, kind: str, point: int, res: EngineFault) -> None:
+        eng, sc = self.engine, self.scenario
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child: runs until it kills itself
+            code = 3
+            try:
+                if hasattr(eng, "_observer"):
+                    eng._observer = None  # the parent's observer connection is the parent's
+                if kind == "torn":
+                    _install_torn_writes()
+                observer = getattr(eng, "pg_observer", None)
+                ctl = _CrashAt(SerialChooser(self.order), point, kind == "torn",
+                               step_limit_s=self.runner.step_limit_s, pg_observer=observer)
+                with hooks_installed(loc):
+                    if sc.shared:
+                        h = eng.open(loc)
+                        per = {a: h for a in self.order}
+                    else:
+                        per = {a: eng.open(loc) for a in self.order}
+                    prepare = getattr(eng, "prepare", None)
+                    if callable(prepare):
+                        for h in {id(x): x for x in per.values()}.values():
+                            prepare(h, ctl)
+                    from toki.engines.trial import _bind
+
+                    ctl.run({a: _bind(sc.call, per[a], a) for a in self.order})
+                os.kill(os.getpid(), signal.SIGKILL)  # the point after the last call returned
+            except BaseException:
+                code = 4
+            os._exit(code)
+        deadline = time.monotonic() + CHILD_LIMIT_S
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise FaultTimeout(f"the agent process of {self.system}/{sc.name} neither reached grant {point} nor "
+                                   f"died within {CHILD_LIMIT_S:g} s", fix="the engine hangs before this point")
+            time.sleep(0.002)
+        if not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL):
+            res.reported = f"the agent process exited {os.WEXITSTATUS(status)} before the point"
+            res.findings.append(res.reported)
+
+    # -- after the crash ------------------------------------------------------------------------
+    def _reopen(self, loc, res: EngineFault):
+        eng = self.engine
+        try:
+            h = eng.open(loc)
+        except Exception as e:  # noqa: BLE001 - an engine that cannot reopen its storage is the finding
+            res.findings.append(f"cannot reopen the storage: {type(e).__name__}: {str(e)[:100]}")
+            return None
+        try:
+            state = eng.state(h)
+        except Exception as e:  # noqa: BLE001
+            res.findings.append(f"the storage does not read back: {type(e).__name__}: {str(e)[:100]}")
+            return None
+        finally:
+            with contextlib.suppress(Exception):
+                eng.close(h)
+        bad = _corrupt(state)
+        if bad:
+            res.findings.append(f"unreadable after the crash: {bad}")
+        return state
+
+    def _name_state(self, state, want) -> str:
+        names = []
+        for d in self.scenario.detectors:
+            with contextlib.suppress(Exception):
+                msgs = d.check(state, {}, {}) if d.observes else d.check(state, {})
+                names.extend(f"{d.anomaly}: {m}" for m in msgs)
+        if names:
+            return "; ".join(names)[:300]
+        return f"a state no prefix of the calls leaves ({_diff(state, want)})"[:300]
+
+    def _recover(self, loc, done: int, final, res: EngineFault) -> None:
+        """Reopen, retry the call in flight (the client cannot know it applied), run the rest."""
+        eng, sc = self.engine, self.scenario
+        rest = self.order[done:]
+        try:
+            h = eng.open(loc)
+        except Exception as e:  # noqa: BLE001
+            res.retried = f"cannot reopen: {type(e).__name__}"
+            return
+        try:
+            for a in rest:
+                try:
+                    _call(sc.call, h, a)
+                except Exception as e:  # noqa: BLE001
+                    if self.expected_errors.get(a) != type(e).__name__:
+                        raise
+            res.retried = "ok" if rest else "nothing to retry"
+            state = eng.state(h)
+        except Exception as e:  # noqa: BLE001 - a retry that fails is the finding
+            res.retried = f"failed: {type(e).__name__}"
+            res.findings.append(f"the retry of {', '.join(rest)} failed: {type(e).__name__}: {str(e)[:100]}")
+            return
+        finally:
+            with contextlib.suppress(Exception):
+                eng.close(h)
+        if canonical(state) != canonical(final):
+            res.findings.append("after recovery and retry: " + self._name_state(state, final))
+
+
+def _corrupt(state) -> str | None:
+    """A state that reports files it could not parse (an engine's read-out lists them under
+    ``corrupt``, as the AtomMem model does)."""
+    if isinstance(state, dict) and state.get("corrupt"):
+        return f"{', '.join(map(str, state['corrupt']))} file(s) empty or not valid JSON"
+    return None
+
+
+def _diff(got, want) -> str:
+    if isinstance(got, dict) and isinstance(want, dict):
+        parts = []
+        for k in sorted(set(got) | set(want), key=str):
+            g, w = got.get(k), want.get(k)
+            if canonical(g) != canonical(w):
+                if isinstance(g, list) and isinstance(w, list):
+                    extra = [x for x in g if x not in w]
+                    missing = [x for x in w if x not in g]
+                    parts.append(f"{k}: extra {canonical(extra)[:80]}, missing {canonical(missing)[:80]}")
+                else:
+                    parts.append(f"{k}: {canonical(g)[:60]} vs {canonical(w)[:60]}")
+        return "; ".join(parts)
+    return f"{canonical(got)[:80]} vs {canonical(want)[:80]}"
+
+
+__all__ = ["EngineFault", "EngineFaults", "KINDS", "TokiError"]

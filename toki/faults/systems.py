@@ -1,0 +1,137 @@
+"""The systems ``toki faults`` injects into: TOKI's write path, and every engine of the harness.
+
+``toki`` is the write path of :mod:`toki.db.store` (each operator in each schema mode, durable
+commits: the store's default); ``toki-async-commit`` the same with ``synchronous_commit=off``
+(what the matrix's lanes use), to show what that setting costs after a server crash;
+``toki-engine`` is the harness's engine of the same write path (its concurrency scenarios,
+killed at each statement). Every other name is an engine of :mod:`toki.engines.registry`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from toki.errors import ConfigError
+
+WRITE_PATHS = {"toki": True, "toki-async-commit": False}  # name -> durable
+ENGINE_ALIASES = {"toki-engine": "toki"}
+
+
+def names() -> list[str]:
+    from toki.engines.registry import ENGINES, available
+
+    engines = [n for n, i in ENGINES.items() if available(i) and n != "toki"]
+    return [*WRITE_PATHS, "toki-engine", *engines]
+
+
+class WritePathSystem:
+    executed = "real"
+
+    def __init__(self, name: str, dsn: str | None, kinds: tuple[str, ...]):
+        import toki
+        from toki.faults import write_path
+
+        self.name, self.version = name, toki.__version__
+        self.wp_mod = write_path
+        self.durable = WRITE_PATHS[name]
+        self._dsn, self._private, self._faults = dsn, None, None
+        self.kinds = [k for k in kinds if k in write_path.KINDS]
+
+    @property
+    def faults(self):
+        if self._faults is None:
+            if self._dsn:
+                from toki.db.server import resolve
+
+                self._faults = self.wp_mod.WritePathFaults(resolve(self._dsn), durable=self.durable)
+            else:
+                from toki.faults.private_server import PrivateServer
+
+                self._private = PrivateServer()
+                server = self._private.start()
+                self._faults = self.wp_mod.WritePathFaults(server, durable=self.durable,
+                                                           restart=self._private.crash_restart)
+        return self._faults
+
+    @property
+    def backend(self) -> dict:
+        return self.faults.server.describe()
+
+    def cases(self) -> list[str]:
+        if not self.durable:  # one case shows what the setting costs
+            return ["lww/audit_row"]
+        return [c.name for c in self.wp_mod.cases()]
+
+    def _case(self, name: str):
+        op, _, mode = name.partition("/")
+        if op not in self.wp_mod.OPERATORS or mode not in self.wp_mod.MODES:
+            raise ConfigError(f"{self.name} has no case {name!r}",
+                              fix="use OPERATOR/MODE with an operator of lww, evi, await, rule and a mode of "
+                                  "audit_row, dual_row, base")
+        return self.wp_mod.Case(op, mode)
+
+    def points(self, case: str, kind: str) -> list[int]:
+        kinds = ("kill", "restart") if not self.durable else self.wp_mod.KINDS
+        return self.faults.points(self._case(case), kind) if kind in kinds else []
+
+    def run(self, case: str, kind: str, point: int):
+        return self.faults.run(self._case(case), kind, point)
+
+    def close(self) -> None:
+        if self._private is not None:
+            self._private.close()
+
+
+class EngineSystem:
+    def __init__(self, name: str, kinds: tuple[str, ...], step_limit_s: float):
+        from toki.engines.registry import load_engine
+        from toki.faults import engines
+
+        self.name = name
+        self.engine = load_engine(ENGINE_ALIASES.get(name, name))
+        self.version, self.executed = str(self.engine.version), getattr(self.engine, "executed", "real")
+        self.kinds = [k for k in kinds if k in engines.KINDS]
+        self._mod, self._step_limit = engines, step_limit_s
+        self._open: dict[str, object] = {}
+
+    @property
+    def backend(self) -> dict:
+        return {"name": "engine", "engine": self.engine.name, "version": self.version, "executed": self.executed}
+
+    def cases(self) -> list[str]:
+        return list(self.engine.scenarios)
+
+    def _faults(self, case: str):
+        if case not in self.engine.scenarios:
+            raise ConfigError(f"engine {self.name} has no scenario {case!r}",
+                              fix="choose one of " + ", ".join(self.engine.scenarios))
+        if case not in self._open:
+            for other in list(self._open):  # one scenario's scratch folder at a time
+                self._open.pop(other).close()
+            self._open[case] = self._mod.EngineFaults(self.engine, case, step_limit_s=self._step_limit)
+        return self._open[case]
+
+    def points(self, case: str, kind: str) -> list[int]:
+        return self._faults(case).points(kind) if kind in self._mod.KINDS else []
+
+    def run(self, case: str, kind: str, point: int):
+        r = self._faults(case).run(kind, point)
+        r.system = self.name
+        return r
+
+    def close(self) -> None:
+        for f in self._open.values():
+            with contextlib.suppress(Exception):
+                f.close()
+        self._open.clear()
+
+
+def system(name: str, *, dsn: str | None = None, kinds: tuple[str, ...] = (), step_limit_s: float = 10.0):
+    from toki.faults import engines, write_path
+
+    kinds = kinds or tuple(dict.fromkeys((*write_path.KINDS, *engines.KINDS)))
+    if name in WRITE_PATHS:
+        return WritePathSystem(name, dsn, kinds)
+    if name in names():
+        return EngineSystem(name, kinds, step_limit_s)
+    raise ConfigError(f"unknown system {name!r}", fix="choose one of " + ", ".join(names()) + ", or all")
