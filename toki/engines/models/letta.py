@@ -35,9 +35,19 @@ the "is the compiled memory in the system message" test is "does the new memory 
 memory loaded at step start" (the system message is rebuilt from it at step start); in Letta a
 tool error goes back to the LLM, which may retry in a later step - the model ends the call with the
 conflict instead. The LLM stand-in: "remember" appends a line, unless a stored line contradicts it
-(``CONTRADICTS``) and the :mod:`toki.judges` judge lets the new fact win, which replaces the line;
-"rethink" rewrites the whole block as one consolidated line; "ask" answers with the stored line on
-the topic; "note" appends to the agent's own block.
+(``CONTRADICTS``) and the :mod:`toki.judges` judge lets the new fact win, which replaces the line
+(default judge: the new fact always wins; the scenario ``rejudge`` asks a temperature-1 fixture
+with p = 0.5, to measure N1); "rethink" rewrites the whole block as one consolidated line; "ask"
+answers with the stored line on the topic; "note" appends to the agent's own block.
+
+What the harness finds in it (``toki certify --engine letta``): when two flushes of one block
+overlap, the later one fails with the conflict (the reported behaviour: detected, a clean abort);
+when only the LLM steps overlap, the later flush reads the new version and overwrites the other
+agent's edit (lost update, not detected); an agent that never edited a shared block writes back its
+step-start copy of it over a concurrent change (``update_memory_if_changed_async`` compares with a
+fresh read); a consolidation (``memory_rethink``) erases a line added meanwhile, or is erased; a
+multi-step call answers from the old value and then the new (stale read, N2). By design: N3 (a
+replaced line leaves no trace) and N1 with a wobbling judge.
 """
 
 from __future__ import annotations

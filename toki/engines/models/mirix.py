@@ -23,8 +23,16 @@ failed function call: the agent's call returns normally (the model returns the e
 
 Storage: a SQLite file ``mirix.db`` with one table ``semantic_memory``; each manager call is its own
 autocommit statement (SQLAlchemy's DELETE of a row already gone warns and goes on, as here).
-Simpler than MIRIX: one memory type, no embeddings, tree paths, filter tags, caches or messages;
-item ids are hashes of (agent, call number, name) in place of random ids.
+Judges: by default the new fact always wins a contradiction; the scenario ``rejudge`` asks a
+temperature-1 fixture with p = 0.5, to measure N1. Simpler than MIRIX: one memory type (semantic),
+no embeddings, tree paths, filter tags, caches or messages; item ids are hashes of (agent, call
+number, name) in place of random ids; the meta agent's routing is the scenario's choice of agents.
+
+What the harness finds in it (``toki certify --engine mirix``): two concurrent updates of one item
+both delete it and both insert (two latest versions), or the second's delete finds it gone and its
+fact is lost to a failed function call; two concurrent inserts of one item (the duplicate check is
+a list read before either insert); a reader between an update's delete and insert sees the slot
+empty (N2). By design: N3 (hard delete, no history) and N1 with a wobbling judge.
 """
 
 from __future__ import annotations
