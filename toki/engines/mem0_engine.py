@@ -40,7 +40,9 @@ What toki plugs in, through mem0's own extension points and configuration:
 Set before mem0 is imported (:func:`_require`): ``MEM0_TELEMETRY=False`` (otherwise mem0 sends
 PostHog events and fetches feature flags over the network) and ``MEM0_DIR`` under a toki temp
 directory (otherwise it writes ``~/.mem0``); if something imported mem0 first with telemetry on,
-toki turns mem0's two telemetry flags off (with a warning) before any ``Memory`` is made. spaCy is kept out: mem0 then skips entity extraction
+toki turns mem0's two telemetry flags off (with a warning) before any ``Memory`` is made.
+
+spaCy is kept out: mem0 then skips entity extraction
 (so the entity store and its ``linked_memory_ids`` read-modify-write are never reached) and
 lemmatisation; toki also pins mem0's spaCy loader to "unavailable" so an installed spaCy does not
 make mem0 download a model. One scenario, ``reported-linked-ids-p4``, is about that entity store:
@@ -55,7 +57,17 @@ The state is what mem0's public API answers: ``get_all`` for the user and ``hist
 memory id the scenario knows, normalised: a memory is named by the text it was added with (no
 uuids), history rows are (event, old value, new value, deleted) without timestamps, and a
 memory's history is a sorted multiset (mem0 orders history by timestamps of one-second
-resolution, so its order is not a property of the interleaving).
+resolution, so its order is not a property of the interleaving). The entity-store scenario also
+reads ``Memory.entity_store.list`` (each entity with the memories its ``linked_memory_ids`` name).
+
+Row locks matter even though every call commits: ``update()`` sends its two UPDATEs and then
+commits, so another agent's UPDATE or DELETE of the same row waits on the open transaction
+(about a third of the interleavings of ``update-update``); the observer sees it. A DELETE never
+comes back through an update here (pgvector's update is an UPDATE, which affects no deleted
+row), so ``update-vs-delete`` shows up in the history, not as a resurrection.
+
+mem0 1.0.x (the ADD/UPDATE/DELETE/NONE judge) cannot share an environment with 2.x (one import
+name): it is not run here; :mod:`toki.engines.models.mem0_v2` models it.
 """
 
 from __future__ import annotations
