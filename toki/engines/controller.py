@@ -251,6 +251,9 @@ class Controller:
         while True:
             agent.pg_pid = pg_pid
             agent.in_step = True
+            if pg_pid is not None and self.pg_observer is not None:
+                with self._mutex:  # wake the watcher: this statement may wait on a lock
+                    self._cv.notify()
             try:
                 result = fn()
             except BaseException as e:
