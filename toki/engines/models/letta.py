@@ -8,7 +8,7 @@ block; executed = "model". Read on 2026-12-01 from the stored copies of the publ
   ``LettaCoreToolExecutor.core_memory_append`` / ``core_memory_replace`` / ``memory_rethink``: the
   tool edits ``agent_state.memory`` - the blocks loaded when the step started - and calls
   ``agent_manager.update_memory_if_changed_async(agent_id, new_memory)``;
-- letta-ai/letta ``letta/services/agent_manager.py`` (the async version, 123 kB stored copy),
+- letta-ai/letta ``letta/services/agent_manager.py`` @45ac204,
   ``AgentManager.update_memory_if_changed_async``: re-reads the agent with its blocks, and when the
   new memory's compiled text is not in the system message, for every label whose value in the
   new memory differs from the value just read calls ``block_manager.update_block_async`` with the
@@ -66,7 +66,7 @@ from toki.engines.models import (
 from toki.errors import ConfigError, WriteRefused
 
 VERSION = ("model of letta-ai/letta@0f6f52c core_tool_executor.py (core_memory_append/replace, memory_rethink), "
-           "agent_manager.py (update_memory_if_changed_async), @0fb8d32 block_manager.py (update_block_async), "
+           "@45ac204 agent_manager.py (update_memory_if_changed_async), @0fb8d32 block_manager.py (update_block_async), "
            "orm/block.py version_id_col (oculairmedia/letta@21e8809), read 2026-12-01; toki model 1")
 
 BERLIN, PARIS, ROME = "Alice lives in Berlin.", "Alice lives in Paris.", "Alice lives in Rome."

@@ -2,8 +2,11 @@
 
 toki runs the real ``mem0ai`` 2.x elsewhere; 2.x is ADD-only, and the 1.0.x judge path (SPEC §9
 "mem0 v2") is not installed here, so this module models it; executed = "model". Read on
-2026-12-01 from the stored copies of mem0ai/mem0 (``mem0/memory/main.py`` @c42934b and the 1.0.x
-copies of the same file in forks, which agree on these functions):
+2026-12-01 from stored copies: the mem0ai/mem0 ``mem0/memory/main.py`` in the index is 2.x, so the
+1.0.x functions were read from codeflash-ai/mem0@1d50fe9 ``mem0/memory/main.py`` (a fork that tracks
+mem0ai/mem0 1.0.x; several other forks agree on these functions), and the vector store from
+mem0ai/mem0@033b104 ``mem0/vector_stores/qdrant.py`` (``update`` upserts a ``PointStruct``; ``get``
+returns None for a missing id):
 
 - ``Memory._add_to_vector_store``: one fact-extraction LLM call; then per fact ``embed`` and
   ``vector_store.search(query, vectors, limit=5, filters)``; the retrieved memories are deduplicated
@@ -68,9 +71,10 @@ from toki.engines.models import (
 from toki.errors import ConfigError
 
 UPSTREAM = "mem0ai/mem0"
-VERSION = ("model of mem0ai 1.0.x: mem0ai/mem0@c42934b mem0/memory/main.py (Memory._add_to_vector_store, "
-           "_create_memory, _update_memory, _delete_memory), mem0/memory/storage.py (SQLiteManager.add_history), "
-           "read 2026-12-01; toki model 1")
+VERSION = ("model of mem0ai/mem0 1.0.x: mem0/memory/main.py (Memory._add_to_vector_store, _create_memory, "
+           "_update_memory, _delete_memory) as in codeflash-ai/mem0@1d50fe9, mem0/vector_stores/qdrant.py "
+           "(update = upsert) @033b104, mem0/memory/storage.py (SQLiteManager.add_history), read 2026-12-01; "
+           "toki model 1")
 TEMPERATURE = 0.1  # mem0's default LLM config
 SEARCH_LIMIT = 5
 USER = "alice"

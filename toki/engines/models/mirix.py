@@ -5,8 +5,9 @@ semantic, procedural, resource, knowledge vault) in parallel; toki does not run 
 so this module models the semantic memory agent's write path; executed = "model". Read on
 2026-12-01 from the stored copy of Mirix-AI/MIRIX:
 
-- ``mirix/functions/function_sets/memory_tools.py`` @76741d9: ``trigger_memory_update`` starts the
-  chosen memory agents (a thread per agent); ``semantic_memory_insert`` lists the items
+- ``mirix/functions/function_sets/memory_tools.py`` @76741d9: ``trigger_memory_update`` runs the
+  chosen memory agents in a ``ThreadPoolExecutor``, each told to "update the memory directly
+  according to the memory in the system prompt" (the memories retrieved when its step starts); ``semantic_memory_insert`` lists the items
   (``list_semantic_items``, up to 1000), skips an item whose name, summary and details equal a
   listed one, else ``insert_semantic_item``; ``semantic_memory_update(old_semantic_item_ids,
   new_items)`` calls ``delete_semantic_item_by_id`` for every old id, then ``insert_semantic_item``
@@ -26,7 +27,9 @@ autocommit statement (SQLAlchemy's DELETE of a row already gone warns and goes o
 Judges: by default the new fact always wins a contradiction; the scenario ``rejudge`` asks a
 temperature-1 fixture with p = 0.5, to measure N1. Simpler than MIRIX: one memory type (semantic),
 no embeddings, tree paths, filter tags, caches or messages; item ids are hashes of (agent, call
-number, name) in place of random ids; the meta agent's routing is the scenario's choice of agents.
+number, name) in place of random ids; the meta agent's routing is the scenario's choice of agents:
+two agents of a scenario are two semantic memory agent runs at once (two messages absorbed
+concurrently, each triggering its memory agents), or a memory agent and a reader.
 
 What the harness finds in it (``toki certify --engine mirix``): two concurrent updates of one item
 both delete it and both insert (two latest versions), or the second's delete finds it gone and its
