@@ -46,6 +46,7 @@ class Server:
     backend: str = "postgresql"
     _version: str | None = field(default=None, repr=False)
     _superuser: bool | None = field(default=None, repr=False)
+    _lower_deadlock: bool | None = field(default=None, repr=False)
     # The backend seam of a database other than PostgreSQL (toki.backends); None for PostgreSQL,
     # which the runner drives directly (psycopg, observer, schemas).
     seam: Any = field(default=None, repr=False)
@@ -69,7 +70,7 @@ class Server:
         if schema:
             _check_ident(schema)
             opts.append(f"-c search_path={schema}")
-        if deadlock_timeout_ms is not None and self.is_superuser:
+        if deadlock_timeout_ms is not None and self.can_lower_deadlock_timeout:
             opts.append(f"-c deadlock_timeout={int(deadlock_timeout_ms)}ms")
         try:
             return connection_class.connect(self.dsn, autocommit=autocommit, options=" ".join(opts),
@@ -97,6 +98,22 @@ class Server:
             with psycopg.connect(self.dsn, autocommit=True) as c:
                 self._superuser = c.execute("select rolsuper from pg_roles where rolname = current_user").fetchone()[0]
         return bool(self._superuser)
+
+    @property
+    def can_lower_deadlock_timeout(self) -> bool:
+        """Whether sessions may set deadlock_timeout (a superuser, or a role granted SET on it,
+        PostgreSQL 15+). Without it the server breaks deadlocks after its own timeout (1 s by
+        default), so the runner breaks them itself (see toki.sched.runner)."""
+        if self.seam is not None:
+            return False
+        if self._lower_deadlock is None:
+            ok = self.is_superuser
+            if not ok:
+                with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as c:
+                    if c.info.server_version >= 150000:
+                        ok = bool(c.execute("select has_parameter_privilege('deadlock_timeout', 'SET')").fetchone()[0])
+            self._lower_deadlock = ok
+        return self._lower_deadlock
 
     def describe(self) -> dict:
         if self.seam is not None:

@@ -203,19 +203,26 @@ class Lane:
     def in_wait_cycle(self, pid: int, pids: Sequence[int]) -> bool:
         """Whether ``pid`` is on a cycle of the waits-for graph among ``pids`` (hard or soft
         blocking, as pg_blocking_pids reports it): a deadlock the server's detector will break."""
+        return bool(self.wait_cycle(pid, pids))
+
+    def wait_cycle(self, pid: int, pids: Sequence[int]) -> set[int]:
+        """The sessions on cycles through ``pid`` of the waits-for graph among ``pids`` (empty: none)."""
         rows = self.observer.execute("select p, pg_blocking_pids(p) from unnest(%s::int[]) as p",
                                      (list(pids),), prepare=True).fetchall()
         ours = set(pids)
         waits = {p: [b for b in (blockers or []) if b in ours] for p, blockers in rows}
-        seen, stack = set(), list(waits.get(pid, []))
-        while stack:
-            q = stack.pop()
-            if q == pid:
-                return True
-            if q not in seen:
-                seen.add(q)
-                stack.extend(waits.get(q, []))
-        return False
+        reach: dict[int, set[int]] = {}
+        for start in ours:  # what each session (transitively) waits for
+            seen, stack = set(), list(waits.get(start, []))
+            while stack:
+                q = stack.pop()
+                if q not in seen:
+                    seen.add(q)
+                    stack.extend(waits.get(q, []))
+            reach[start] = seen
+        if pid not in reach.get(pid, set()):
+            return set()
+        return {q for q in ours if q in reach[pid] and pid in reach.get(q, set())}
 
     def close(self) -> None:
         for s in self.sessions.values():
@@ -328,7 +335,10 @@ class Runner:
                 self._admin_exec(lane, sql, schedule, "teardown")
             result = RunResult(
                 schedule=schedule.name, level=lvl.isolation.cli_name + ("+cb" if lvl.callback else ""),
-                backend={"name": self.server.backend, "version": self.server.version},
+                backend={"name": self.server.backend, "version": self.server.version,
+                         **({} if self.server.can_lower_deadlock_timeout else
+                            {"deadlocks": "broken by toki through pg_blocking_pids (the role cannot lower "
+                                          "deadlock_timeout)"})},
                 steps=exec_run.results, sessions={n: s.state for n, s in sessions.items()},
                 final=final, executed=exec_run.executed, elapsed_s=time.perf_counter() - t0,
                 outcomes={n: s.txns[-1].outcome for n, s in sessions.items() if s.txns},
@@ -381,6 +391,7 @@ class _Execution:
         self.pids = {n: s.pid for n, s in sessions.items()}
         self.clock = 0  # index of the step most recently issued in file order
         self.released = False  # a step completed that may have released another session's lock
+        self.broken: set[int] = set()  # steps cancelled by toki to break a deadlock (non-superuser)
 
     # -- driving ------------------------------------------------------------------------------
     def go(self) -> None:
@@ -434,7 +445,12 @@ class _Execution:
                 return
             if step.star_marker or self.lane.is_blocked(sess.pid, self._others(sess)):
                 others_blocked = [s for s in self.sessions.values() if s is not sess and s.pending]
-                if others_blocked and (step.star_marker or self.lane.in_wait_cycle(sess.pid, list(self.pids.values()))):
+                cycle = others_blocked and self.lane.in_wait_cycle(sess.pid, list(self.pids.values()))
+                if cycle and not self.lane.server.can_lower_deadlock_timeout:
+                    self._break_deadlock(sess, deadline)
+                    self.results[idx].blocked = True
+                    return
+                if others_blocked and (step.star_marker or cycle):
                     # Possibly a deadlock: give the detector (deadlock_timeout) time to break it.
                     end = time.monotonic() + 3 * self.lane.deadlock_timeout_ms / 1000 + 0.02
                     tasks = [task] + [s.pending[1] for s in others_blocked]
@@ -455,6 +471,30 @@ class _Execution:
                     f"within {self.r.step_limit_s:g}s",
                     fix="the statement hangs (or waits on something outside the schedule); fix it or raise --step-limit")
             window = min(window * 2, 0.01)
+
+    def _break_deadlock(self, sess: _Session, deadline: float) -> None:
+        """``sess`` closed a waits-for cycle and the role cannot lower deadlock_timeout, so the
+        server would break it only after its own timeout (1 s by default), and which waiter it
+        picked, and which steps show as blocked, would depend on timing. Break it now, as the
+        server does when the cycle closes within its timeout: the session that has waited longest
+        (its deadlock timer fires first) loses. Its statement is cancelled (pg_cancel_backend
+        works on the role's own sessions) and reported as the deadlock it is (40P01), its
+        transaction aborted; the others go on."""
+        members = self.lane.wait_cycle(sess.pid, list(self.pids.values()))
+        waiting = sorted((s.pending[0], s.name) for s in self.sessions.values()
+                         if s.pending and s is not sess and s.pid in members)
+        if not waiting:
+            return
+        vidx, vname = waiting[0]
+        victim = self.sessions[vname]
+        self.broken.add(vidx)
+        self.lane.observer.execute("select pg_cancel_backend(%s)", (victim.pid,))
+        while not victim.pending[1].poll(0.01):
+            if time.monotonic() > deadline:
+                raise StepTimeout(f"{self.s.source}: step {vidx} ({self.s.steps[vidx].describe()}) was cancelled to "
+                                  f"break a deadlock and did not end within {self.r.step_limit_s:g}s",
+                                  fix="raise --step-limit, or run as a role that may set deadlock_timeout")
+        self.released = True
 
     def _settle(self, wait_any: bool = False) -> bool:
         """Collect blocked steps that have finished; issue deferred steps. True if anything moved."""
@@ -510,6 +550,10 @@ class _Execution:
                 self.released = True
         except psycopg.Error as e:
             res.status, res.sqlstate, res.error = "error", e.sqlstate, _msg(e)
+            if idx in self.broken and e.sqlstate == "57014":
+                res.sqlstate = "40P01"
+                res.error = ("deadlock detected (a waits-for cycle seen through pg_blocking_pids; toki cancelled this "
+                             "statement: the role cannot lower deadlock_timeout)")
             self._track_error(sess)
             self.released = True
         except TokiError as e:
