@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("graphiti_core")
 pytest.importorskip("kuzu")
 
-from toki.engines.controller import ReplayChooser  # noqa: E402
+from toki.engines.controller import ReplayChooser, SerialChooser  # noqa: E402
 from toki.engines.engine import Engine  # noqa: E402
 from toki.engines.graphiti_engine import (  # noqa: E402
     BERLIN_F,
@@ -23,6 +23,7 @@ from toki.engines.graphiti_engine import (  # noqa: E402
     ROME_F,
     graphiti,
     graphiti_rejudge,
+    graphiti_sloppy,
     zep,
 )
 from toki.engines.registry import ENGINES, available, load_engine  # noqa: E402
@@ -126,6 +127,16 @@ def test_rejudge_n1_with_a_temperature_one_judge():
         res = found(r, "N1")
         votes = [v for out in res.found.outcome.observed.values() for v in out["votes"]]
         assert len(votes) == 2 and {v["contradicted"] for v in votes} == {True, False}
+
+
+def test_wide_invalidation_is_a_judge_failure_not_a_race(engine):
+    findings = {}
+    for eng in (engine, graphiti_sloppy()):
+        with TrialRunner(eng, "wide-invalidation") as r:
+            _, out = r.run(SerialChooser(("A",)))
+            findings[eng.judge_factory.__name__] = r.by_design(out)
+    assert findings["fixture_judge"] == []
+    assert len(findings["sloppy_judge"]) == 1 and "Alice works at Acme" in findings["sloppy_judge"][0]
 
 
 def test_groups_share_driver_is_fixed_in_0_31(engine):

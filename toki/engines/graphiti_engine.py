@@ -185,6 +185,18 @@ def wobbling_judge(p: float = 0.5, seed: int = 0) -> Callable[[str], FixtureJudg
     return make
 
 
+def sloppy_judge(agent: str) -> FixtureJudge:
+    """A resolve_edge that also calls facts of other slots contradicted (the reported "invalidation
+    searched too widely"): a judge error, made in every order, not a race. The seed is written with
+    the correct judge, so the error is the agents' own."""
+    if agent == "setup":
+        return fixture_judge(agent)
+    table = conflict_table(0.0)
+    table.update({(jid(a), jid(b)): 0.0 for a in SLOTS for b in SLOTS
+                  if a != b and SLOTS[a][0] == SLOTS[b][0] and SLOTS[a][1] != SLOTS[b][1]})
+    return FixtureJudge(table, seed=zlib.crc32(agent.encode()), temperature=0.0, model="graphiti-resolve-edge-sloppy")
+
+
 def _judge_fact(fact: str) -> Fact:
     s, p, o = SLOTS.get(fact, ("?", "?", fact))
     return Fact(jid(fact), s, "graphiti:" + p.replace(" ", "_"), o, datetime(2026, 1, 1))
@@ -273,7 +285,11 @@ def _make_llm_class():
                     judge = self.judges[who] = self.judge_factory(who)
             for c in existing + candidates:
                 old = c["fact"]
-                if old == new or old not in SLOTS or new not in SLOTS or SLOTS[old][:2] != SLOTS[new][:2]:
+                if old == new or old not in SLOTS or new not in SLOTS:
+                    continue
+                # the judge is asked about a pair of one slot, or any pair its fixture lists (a judge
+                # that reads contradictions too widely: sloppy_judge)
+                if SLOTS[old][:2] != SLOTS[new][:2] and (jid(old), jid(new)) not in getattr(judge, "table", {}):
                     continue
                 vote = judge.vote((_judge_fact(old), _judge_fact(new)))
                 if vote.index == 1:
@@ -660,6 +676,22 @@ def rejudged() -> Detector:
     return Detector("N1", check, observes=True)
 
 
+def retired_other_slot() -> Detector:
+    """A fact invalidated although no fact of its own slot is newer: the judge called it contradicted."""
+    def check(state, errors):
+        out = []
+        for e in state["edges"]:
+            if not e[4] or e[1] not in SLOTS:
+                continue
+            rivals = [x for x in state["edges"] if x[1] in SLOTS and SLOTS[x[1]][:2] == SLOTS[e[1]][:2] and x is not e]
+            if not rivals:
+                out.append(f"{e[1]!r} was retired (invalid from {e[4]}) although no fact of its slot replaced it: "
+                           "resolve_edge called an unrelated fact contradicted (a judge error, in every order: "
+                           "not a race)")
+        return out
+    return Detector("judge-error", check, always=True)
+
+
 def wrong_group(groups: dict[str, str]) -> Detector:
     """``groups``: episode-name prefix -> the group its add_episode was called with."""
     def check(state, errors):
@@ -730,6 +762,14 @@ def _scenarios(engine: GraphitiEngine) -> dict[str, Scenario]:
                  ("A", "B"), calls({"A": ("Alice moved to Rome.",), "B": ("Carol lives in Oslo.",)},
                                    {"A": "alice", "B": "carol"}),
                  seeded(), shared, (wrong_group({"A": "alice", "B": "carol"}), duplicate_entities()), ("wrong-group",)),
+        Scenario("wide-invalidation",
+                 "(reported: invalidation searched too widely and retired facts that did not contradict) Alice lives "
+                 "in Berlin and works at Acme (seeded); one episode says she moved to Rome. graphiti lists the whole "
+                 "group's facts as invalidation candidates; a correct judge retires Berlin only, a sloppy one "
+                 "(engine option judge=sloppy_judge) also retires Acme, serially too: a judge failure, not a race",
+                 ("A",), calls({"A": ("Alice moved to Rome.",)}),
+                 seeded("Alice lives in Berlin.", "Alice works at Acme."), shared, (retired_other_slot(),),
+                 ("judge-error",)),
         Scenario("rejudge",
                  "(reported race: a contradiction caught in one run out of nine) Alice lives in Berlin (seeded); two "
                  "episodes say she moved to Rome. Serially the second finds Rome's edge verbatim and asks no LLM; "
@@ -748,6 +788,11 @@ def graphiti() -> GraphitiEngine:
 
 def zep() -> GraphitiEngine:
     return GraphitiEngine(zep=True)
+
+
+def graphiti_sloppy() -> GraphitiEngine:
+    """Graphiti whose resolve_edge also retires facts of other slots (a judge error)."""
+    return GraphitiEngine(judge=sloppy_judge)
 
 
 def graphiti_rejudge(p: float = 0.5, seed: int = 0) -> GraphitiEngine:
