@@ -88,10 +88,10 @@ class Cluster:
         from distributed import Client, LocalCluster
 
         if self.spec.local_workers is not None:
-            # No dashboard (a fixed port collides with other runs); no memory limit (a lane's
+            # The dashboard on a free port (a fixed one collides with other runs); no memory limit (a lane's
             # connections and a pipeline's rows are small, and pausing a worker only stalls it).
             self._local = LocalCluster(n_workers=self.spec.local_workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR)
+                                       dashboard_address=":0", memory_limit=0, silence_logs=logging.ERROR)
             self.client = Client(self._local)
         else:
             try:

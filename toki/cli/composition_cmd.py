@@ -68,15 +68,28 @@ def run(args, out, server, cluster_spec) -> int:
         sm = cm.summarise(cells, trials=trials, noise=noise, seed=args.seed, pipes=pipes)
         return Group(_summary_table(sm, len(cells), total_cells), progress)
 
-    live = None if args.quiet else Live(view(), console=con, refresh_per_second=2, transient=False)
+    live = None if args.quiet or not con.is_terminal else Live(view(), console=con, refresh_per_second=2,
+                                                                 transient=False)
     by_shard: dict[int, list[dict]] = {}
+
+    # Rich redraws only on a terminal; in a log (CI, nohup) a line every 30 s says how far it got.
+    plain = not con.is_terminal and not args.quiet
+    last = [time.perf_counter()]
 
     def shard_done(i, res):
         by_shard[i] = res
         cells.extend(res)
         progress.advance(task, len(res) * trials)
-        if live:
+        if live and not plain:
             live.update(view())
+        now = time.perf_counter()
+        if plain and (now - last[0] >= 30 or len(cells) == total_cells):
+            last[0] = now
+            sm = cm.summarise(cells, trials=trials, noise=noise, seed=args.seed, pipes=pipes)
+            rate = lambda part: "…" if sm[part]["rate"] is None else f"{sm[part]['rate']:.4f}"  # noqa: E731
+            out.write(f"[{now - t0:7.0f} s] {len(cells)}/{total_cells} cells, {len(cells) * trials / (now - t0):.1f} "
+                      f"schedules/s; at or above {rate('at_or_above')}, below {rate('below')}\n")
+            out.flush()
 
     backend = server.describe()
     cluster_info = None
