@@ -40,14 +40,14 @@ def _fact(fid: str, obj: str, conf: float = 0.5) -> Fact:
     return Fact(fid, "alice", "medication", obj, T0, SENTINEL, confidence=conf)
 
 
-def several_current() -> Detector:
+def several_current(name: str = "A5B") -> Detector:
     def check(state, errors):
         cur = sorted({r[2] for r in state["rows"] if r[0] == "current" and r[4]})
         return [f"slot (alice, medication) holds {len(cur)} current values {cur}"] if len(cur) > 1 else []
-    return Detector("A5B", check)
+    return Detector(name, check)
 
 
-def lost_trace(fids: tuple[str, ...]) -> Detector:
+def lost_trace(fids: tuple[str, ...], name: str = "P4") -> Detector:
     def check(state, errors):
         out = []
         for fid in fids:
@@ -57,7 +57,7 @@ def lost_trace(fids: tuple[str, ...]) -> Detector:
             if not any(f"x_{fid}" in (r[3] or "") for r in state["rows"]):
                 out.append(f"the committed write of {fid} left no trace: x_{fid} is in no row")
         return out
-    return Detector("P4", check)
+    return Detector(name, check)
 
 
 class TokiEngine:
@@ -206,7 +206,8 @@ def _n1_scenario(name: str, desc: str, level: str, tag: tuple) -> Scenario:
 
 
 def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
-    def make(name, desc, operator, level: str, *, guard=True, incumbent=True, confs=(0.5, 0.5), slot_lock=False):
+    def make(name, desc, operator, level: str, *, guard=True, incumbent=True, confs=(0.5, 0.5), slot_lock=False,
+             verdict=False):
         lvl: Level = parse_level(level)
         facts = {"A": _fact("f_a", "lee", confs[0]), "B": _fact("f_b", "kim", confs[1])}
 
@@ -218,19 +219,27 @@ def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
             o = h.store.write(facts[agent], operator=operator, level=lvl, guard=guard, conn=h.conn,
                               slot_lock=slot_lock)
             return o.action
-        dets = (several_current(), lost_trace(("f_a", "f_b")))
-        return Scenario(name, desc, ("A", "B"), call, setup, False, dets, ("P4",) if operator == "lww" else ("A5B",))
+        # Scenarios at an operator's precondition answer the verdict matrix's columns (the engine
+        # vocabulary); the others keep the paper's names of what the weakened level exposes.
+        if verdict:
+            dets = (several_current("double-supersede"), lost_trace(("f_a", "f_b"), "lost-update"))
+            tags = ("lost-update", "double-supersede") if operator == "lww" else ("double-supersede",)
+        else:
+            dets = (several_current(), lost_trace(("f_a", "f_b")))
+            tags = ("P4",) if operator == "lww" else ("A5B",)
+        return Scenario(name, desc, ("A", "B"), call, setup, False, dets, tags)
 
     sc = [
-        make("lww-at-RC", "⊕t at its precondition RC: two agents supersede the incumbent 'park'", "lww", "RC"),
+        make("lww-at-RC", "⊕t at its precondition RC: two agents supersede the incumbent 'park'", "lww", "RC",
+             verdict=True),
         make("lww-unguarded-at-RC", "⊕t at RC without the re-read guard: a close that affects no row is ignored",
              "lww", "RC", guard=False),
         make("evi-at-SI", "⊕p at its precondition SI over the incumbent 'park' (confidences 0.9 and 0.6)", "evi", "SI",
-             confs=(0.9, 0.6)),
+             confs=(0.9, 0.6), verdict=True),
         make("evi-at-RC", "⊕p one level below its precondition, over the incumbent 'park'", "evi", "RC",
              confs=(0.9, 0.6)),
-        make("evi-empty-slot-at-SI", "⊕p at SI into an empty slot: both agents insert (the empty-slot phantom)",
-             "evi", "SI", incumbent=False, confs=(0.9, 0.6)),
+        make("evi-empty-slot-at-SI", "⊕p at SI into an empty slot: both agents insert (the empty-slot phantom, "
+             "a finding at the precondition)", "evi", "SI", incumbent=False, confs=(0.9, 0.6), verdict=True),
         make("evi-empty-slot-slot-locked-at-SI", "⊕p at SI into an empty slot with the slot lock", "evi", "SI",
              incumbent=False, confs=(0.9, 0.6), slot_lock=True),
         make("evi-empty-slot-at-RC", "⊕p at RC into an empty slot", "evi", "RC", incumbent=False, confs=(0.9, 0.6)),
