@@ -78,7 +78,10 @@ def test_noise_is_executed_seeded_and_only_adds(bench):
     noisy = cm.run_cell(bench, pipe, lv, 6, 2, 0.5)
     assert quiet["rate"] == 0.0 and quiet["noisy_stages"] == 0
     assert noisy["noisy_stages"] > 0 and noisy["rate"] > 0.0
+    assert noisy["admitted_by_isolation"] == quiet["admitted"] == 0
     assert cm.run_cell(bench, pipe, lv, 6, 2, 0.5) == noisy  # same seed, same cell
+    below = cm.run_cell(bench, pipe, MATRIX_LEVELS[2], 4, 2, 0.5)  # SI: below SR+cb
+    assert below["rate"] == below["admitted_by_isolation"] / 4 == 1.0
     # the stage data do not depend on the noise: the schedule without its judge steps is the same
     s0, _ = cm.build(pipe, lv, 2, 0, 0.0)
     s1, stages = cm.build(pipe, lv, 2, 0, 0.99)

@@ -227,7 +227,7 @@ def run_trial(bench, pipe: tuple[str, ...], level: Level, seed: int, t: int, noi
     for st in stages:
         st.trial.setup(lane.admin)
     result = bench.runner.run(schedule, level, lane=lane, check_expect=False)
-    admitted, aborted, states, noisy = [], False, [], 0
+    admitted, aborted, states, noisy, by_isolation = [], False, [], 0, False
     for st in stages:
         view = _view(result, st.prefix)
         errs = [x.sqlstate or f"toki:{(x.error or 'error').split(' ')[0]}" for x in view.steps if x.status == "error"]
@@ -236,7 +236,7 @@ def run_trial(bench, pipe: tuple[str, ...], level: Level, seed: int, t: int, noi
             aborted = True
             states += errs
         elif st.trial.detect(view, lane.admin):
-            fired = True
+            fired = by_isolation = True
         if st.noise_key is not None:
             noisy += 1
             votes = lane.admin.execute("select judge_key, vote from judge_log where judge_key = %s",
@@ -244,16 +244,17 @@ def run_trial(bench, pipe: tuple[str, ...], level: Level, seed: int, t: int, noi
             fired = fired or memory.conflicting_votes(votes)
         admitted.append(fired)
     return {"admitted": any(admitted), "aborted": aborted, "sqlstates": states, "noisy_stages": noisy,
-            "stages_admitted": sum(admitted)}
+            "stages_admitted": sum(admitted), "by_isolation": by_isolation}
 
 
 def run_cell(bench, pipe: tuple[str, ...], level: Level, trials: int, seed: int, noise: float,
              on_trial: Callable[[], None] | None = None) -> dict:
-    admitted = aborted = noisy = 0
+    admitted = aborted = noisy = isolation = 0
     sqlstates: Counter = Counter()
     for t in range(trials):
         r = run_trial(bench, pipe, level, seed, t, noise)
         admitted += r["admitted"]
+        isolation += r["by_isolation"]
         aborted += r["aborted"]
         noisy += r["noisy_stages"]
         sqlstates.update(r["sqlstates"])
@@ -263,7 +264,10 @@ def run_cell(bench, pipe: tuple[str, ...], level: Level, trials: int, seed: int,
     return {"pipeline": pipeline_name(pipe), "length": len(pipe), "level": level.name, "guard": guard.name,
             "at_or_above": level.at_least(guard), "trials": trials, "admitted": admitted, "aborted": aborted,
             "noisy_stages": noisy, "sqlstates": dict(sorted(sqlstates.items())),
-            "rate": round(admitted / trials, 4) if trials else 0.0}
+            "rate": round(admitted / trials, 4) if trials else 0.0,
+            # the same trials read without the noise's judge calls: the stages' own detectors only
+            # (the noise runs in its own sessions and rows, and draws from its own rng)
+            "admitted_by_isolation": isolation}
 
 
 # -- plan, shards, summary --------------------------------------------------------------------------
@@ -306,7 +310,9 @@ def summarise(cells: list[dict], *, trials: int, noise: float, seed: int, pipes:
     def part(which: list[dict]) -> dict:
         n = sum(c["trials"] for c in which)
         adm = sum(c["admitted"] for c in which)
+        iso = sum(c["admitted_by_isolation"] for c in which)
         return {"cells": len(which), "rate": round(adm / n, 4) if n else None, "trials": n, "admitted": adm,
+                "rate_by_isolation": round(iso / n, 4) if n else None,
                 "aborted": sum(c["aborted"] for c in which),
                 "cells_rate_0": sum(1 for c in which if c["rate"] == 0.0),
                 "cells_rate_1": sum(1 for c in which if c["rate"] == 1.0)}
