@@ -10,7 +10,7 @@ import re
 
 # A password in a libpq/SQLAlchemy URI (scheme://user:SECRET@host), in a query parameter
 # (?password=SECRET) or in a key-value DSN (password=SECRET or password='SE CRET').
-_URI_SECRET = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s'\"]*:)(?P<secret>[^\s'\"/]*)(?=@)")
+_URI_SECRET = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s'\"\[\]]*:)(?P<secret>[^\s'\"/]*)(?=@)")
 _PARAM_SECRET = re.compile(r"(?P<head>[?&;](?:password|pass|pwd|passwd)=)(?P<secret>[^&\s'\"]*)", re.I)
 _KV_SECRET = re.compile(r"(?P<head>\b(?:password|pass|pwd|passwd)\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'|[^\s'\"&]+)",
                         re.I)

@@ -48,7 +48,7 @@ class PostgresBackend:
         self._observer: psycopg.Connection | None = None
 
     def connect(self) -> psycopg.Connection:
-        return psycopg.connect(self.dsn, autocommit=True)
+        return psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
 
     def expectation_keys(self) -> tuple[str, ...]:
         return ("postgresql",)
@@ -67,7 +67,7 @@ class PostgresBackend:
     @property
     def observer(self) -> psycopg.Connection:
         if self._observer is None or self._observer.closed:
-            self._observer = psycopg.connect(self.dsn, autocommit=True)
+            self._observer = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
         return self._observer
 
     def is_blocked(self, session, others) -> bool:

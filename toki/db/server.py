@@ -86,7 +86,7 @@ class Server:
         if self.seam is not None:
             return self.seam.describe()["version"]
         if self._version is None:
-            with psycopg.connect(self.dsn, autocommit=True) as c:
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as c:
                 self._version = c.execute("show server_version").fetchone()[0].split()[0]
         return self._version
 
@@ -95,7 +95,7 @@ class Server:
         if self.seam is not None:
             return False
         if self._superuser is None:
-            with psycopg.connect(self.dsn, autocommit=True) as c:
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as c:
                 self._superuser = c.execute("select rolsuper from pg_roles where rolname = current_user").fetchone()[0]
         return bool(self._superuser)
 
@@ -311,7 +311,7 @@ def _prune_handles(pgdata: Path) -> None:
 def _tune_embedded(server: Server) -> None:
     # The embedded server is ours alone: trade crash durability for speed. Isolation semantics
     # do not depend on any of these settings.
-    with psycopg.connect(server.dsn, autocommit=True) as c:
+    with psycopg.connect(server.dsn, autocommit=True, connect_timeout=10) as c:
         current = dict(c.execute("select name, setting from pg_settings where name in "
                                  "('fsync', 'full_page_writes', 'max_connections')").fetchall())
         if current.get("fsync") != "off":
@@ -416,7 +416,8 @@ def collect_garbage(server: Server) -> list[str]:
     """Drop run schemas whose creating process on this host is gone."""
     dropped = []
     host = socket.gethostname()
-    with contextlib.suppress(psycopg.Error), psycopg.connect(server.dsn, autocommit=True) as c:
+    with contextlib.suppress(psycopg.Error), \
+            psycopg.connect(server.dsn, autocommit=True, connect_timeout=10) as c:
         rows = c.execute(
             "select nspname, obj_description(oid, 'pg_namespace') from pg_namespace where nspname like %s",
             (SCHEMA_PREFIX + "%",),

@@ -275,7 +275,8 @@ class WriteTxn:
             " order by system_time_start, fact_id", (f.subject, f.predicate)).fetchall()
         self.reads.append((f"trace:{f.fact_id}", len(rows)))
         carrier = self.store.carrier
-        token = f.fact_id if not f.provenance else None  # a fact with its own annotation has no token of its own
+        # A fact with an annotation of its own has no write-event token of its own to look for.
+        token = next(iter(carrier.token(f.fact_id).variables())) if not f.provenance else None
         for fid, kind, prov in rows:
             if kind == "current" and fid == f.fact_id:
                 return WriteOutcome("already-applied", f.fact_id, winner_id=fid, intended="written")

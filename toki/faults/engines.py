@@ -180,7 +180,7 @@ class EngineFaults:
     def points(self, kind: str) -> list[int]:
         grants, labels, _ = self.reference()
         if kind == "torn":
-            return [i for i, l in enumerate(labels) if ": file-write " in l]
+            return [i for i, lab in enumerate(labels) if ": file-write " in lab]
         return list(range(len(grants) + 1))
 
     def run(self, kind: str, point: int) -> EngineFault:
