@@ -21,7 +21,7 @@ from pathlib import Path
 
 from toki.cli import add_dsn_option
 from toki.cli.render import emit_json, table
-from toki.errors import ConfigError
+from toki.errors import ConfigError, TokiError
 
 KINDS = ("terminate", "ack-lost", "kill", "restart", "torn")
 
@@ -90,60 +90,78 @@ def run(args, out) -> int:
     chosen = _validate(args)
     if args.replay:
         return replay(args, out)
-    from toki.faults import report
-    from toki.faults.systems import system
     from toki.runinfo import provenance
+
+    args._out = out
 
     t_all = time.perf_counter()
     options = {"systems": chosen, "cases": args.case, "kinds": args.kind, "max_points": args.max_points,
                "dsn": args.dsn}
     docs, failed, witnesses = [], False, []
     for name in chosen:
-        sys_ = system(name, dsn=args.dsn, kinds=tuple(args.kind or ()), step_limit_s=args.step_limit)
         try:
-            cases = sys_.cases()
-            if args.case:
-                unknown = [c for c in args.case if c not in cases]
-                if unknown and len(chosen) == 1:
-                    raise ConfigError(f"{name} has no case {unknown[0]!r}", fix="choose one of " + ", ".join(cases))
-                cases = [c for c in cases if c in args.case]
-            plan = [(c, k, p) for c in cases for k in sys_.kinds for p in _spread(sys_.points(c, k), args.max_points)]
-            results = []
-            t0 = time.perf_counter()
-            with _progress() as bar:
-                task = bar.add_task(f"faults {name}", total=len(plan))
-                for c, k, p in plan:
-                    results.append(sys_.run(c, k, p))
-                    bar.advance(task)
-            rows = report.summarize(results)
-            doc = {"system": name, "version": sys_.version, "executed": sys_.executed, "backend": sys_.backend,
-                   "elapsed_s": round(time.perf_counter() - t0, 3), "table": rows,
-                   "faults": [r.to_json() for r in results]}
-            bad = [r for r in results if not r.survived and not r.skipped]
-            failed |= bool(bad)
-            if args.witness_dir:
-                seen = set()
-                for r in bad:
-                    if (r.case, r.kind) in seen:
-                        continue
-                    seen.add((r.case, r.kind))
-                    fname = f"{name}.{r.case.replace('/', '-')}.{r.kind}.{r.point}.json"
-                    prov = provenance(seed=0, options={**options, "system": name}, backend=doc["backend"])
-                    path = report.save(report.fault_file(r, version=sys_.version, executed=sys_.executed,
-                                                         options={"dsn": args.dsn,
-                                                                  "step_limit": args.step_limit},
-                                                         provenance=prov),
-                                       Path(args.witness_dir) / fname)
-                    witnesses.append(str(path))
-                doc["witnesses"] = [w for w in witnesses if Path(w).name.startswith(name + ".")]
-            docs.append(doc)
-            _print_system(out, doc)
-        finally:
-            sys_.close()
+            doc = _run_system(name, args, options, witnesses, many=len(chosen) > 1)
+        except TokiError as e:
+            if len(chosen) == 1:
+                raise
+            # One system that cannot run (its database is full, an extra is missing) does not
+            # hide the others' tables; it is reported, and the run does not pass.
+            doc = {"system": name, "not_run": str(e), "table": [], "faults": []}
+            out.write(f"toki faults --system {name}: not run: {e}\n")
+        failed |= bool(doc.get("not_run")) or any(r["failed"] for r in doc["table"])
+        docs.append(doc)
     if args.json is not None:
         prov = provenance(seed=0, options=options, elapsed_s=round(time.perf_counter() - t_all, 3))
         emit_json({"provenance": prov, "systems": docs}, out, None if args.json == "-" else args.json)
     return 1 if failed else 0
+
+
+def _run_system(name: str, args, options: dict, witnesses: list, many: bool) -> dict:
+    from toki.faults import report
+    from toki.faults.systems import system
+    from toki.runinfo import provenance
+
+    out = args._out
+    sys_ = system(name, dsn=args.dsn, kinds=tuple(args.kind or ()), step_limit_s=args.step_limit)
+    try:
+        cases = sys_.cases()
+        if args.case:
+            unknown = [c for c in args.case if c not in cases]
+            if unknown and not many:
+                raise ConfigError(f"{name} has no case {unknown[0]!r}", fix="choose one of " + ", ".join(cases))
+            cases = [c for c in cases if c in args.case]
+        plan = [(c, k, p) for c in cases for k in sys_.kinds for p in _spread(sys_.points(c, k), args.max_points)]
+        results = []
+        t0 = time.perf_counter()
+        with _progress() as bar:
+            task = bar.add_task(f"faults {name}", total=len(plan))
+            for c, k, p in plan:
+                results.append(sys_.run(c, k, p))
+                bar.advance(task)
+        rows = report.summarize(results)
+        doc = {"system": name, "version": sys_.version, "executed": sys_.executed, "backend": sys_.backend,
+               "elapsed_s": round(time.perf_counter() - t0, 3), "table": rows,
+               "faults": [r.to_json() for r in results]}
+        bad = [r for r in results if not r.survived and not r.skipped]
+        if args.witness_dir:
+            seen = set()
+            for r in bad:
+                if (r.case, r.kind) in seen:
+                    continue
+                seen.add((r.case, r.kind))
+                fname = f"{name}.{r.case.replace('/', '-')}.{r.kind}.{r.point}.json"
+                prov = provenance(seed=0, options={**options, "system": name}, backend=doc["backend"])
+                path = report.save(report.fault_file(r, version=sys_.version, executed=sys_.executed,
+                                                     options={"dsn": args.dsn,
+                                                              "step_limit": args.step_limit},
+                                                     provenance=prov),
+                                   Path(args.witness_dir) / fname)
+                witnesses.append(str(path))
+            doc["witnesses"] = [w for w in witnesses if Path(w).name.startswith(name + ".")]
+        _print_system(out, doc)
+        return doc
+    finally:
+        sys_.close()
 
 
 def _print_system(out, doc: dict) -> None:

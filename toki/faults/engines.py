@@ -289,7 +289,7 @@ class EngineFaults:
         return state
 
     def _name_state(self, state, want) -> str:
-        names = []
+        names = _shapes(state)
         for d in self.scenario.detectors:
             with contextlib.suppress(Exception):
                 msgs = d.check(state, {}, {}) if d.observes else d.check(state, {})
@@ -302,10 +302,18 @@ class EngineFaults:
         """Reopen, retry the call in flight (the client cannot know it applied), run the rest."""
         eng, sc = self.engine, self.scenario
         rest = self.order[done:]
+        # The harness's hooks stay installed (calls from this thread pass straight through): an
+        # engine wrapper may rely on the connection class they install (sodamem-fixed does).
+        with hooks_installed(loc):
+            self._retry_rest(loc, rest, final, res)
+
+    def _retry_rest(self, loc, rest, final, res: EngineFault) -> None:
+        eng, sc = self.engine, self.scenario
         try:
             h = eng.open(loc)
         except Exception as e:  # noqa: BLE001
             res.retried = f"cannot reopen: {type(e).__name__}"
+            res.findings.append(f"cannot reopen the storage to retry: {type(e).__name__}: {str(e)[:100]}")
             return
         try:
             for a in rest:
@@ -325,6 +333,28 @@ class EngineFaults:
                 eng.close(h)
         if canonical(state) != canonical(final):
             res.findings.append("after recovery and retry: " + self._name_state(state, final))
+
+
+def _shapes(state) -> list[str]:
+    """Half-written shapes named on a read-out of facts with a status (SodaMem's, the models'):
+    a closed incumbent with no winner, an edge to a fact that does not exist."""
+    out: list[str] = []
+    facts = state.get("facts") if isinstance(state, dict) else None
+    if isinstance(facts, list) and all(isinstance(f, dict) for f in facts):
+        by_pred: dict[str, list[dict]] = {}
+        for f in facts:
+            by_pred.setdefault(str(f.get("predicate")), []).append(f)
+        for pred, fs in sorted(by_pred.items()):
+            closed = [f for f in fs if f.get("status") == "superseded"]
+            if closed and not any(f.get("status") == "active" for f in fs):
+                out.append(f"a closed incumbent with no winner: {closed[0].get('object')} superseded, no current "
+                           f"{pred}")
+    edges = state.get("edges") if isinstance(state, dict) else None
+    if isinstance(edges, list):
+        dangling = [e for e in edges if isinstance(e, list) and any(str(x).startswith("<deleted") for x in e)]
+        if dangling:
+            out.append(f"an edge to a fact that does not exist: {dangling[0]}")
+    return out
 
 
 def _corrupt(state) -> str | None:
