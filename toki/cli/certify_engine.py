@@ -87,7 +87,7 @@ def run_engine(args, out) -> int:
                 v["verdict"] = "unverifiable"
                 v["anomalies"] = ["the engine's read-out is empty in every serial order: a check told nothing "
                                   "cannot pass (make state() return what the engine stores)"]
-            elif design:  # the engine admits it in a serial order: its design, not a race
+            elif design and res.found is None:  # admitted in a serial order: the design, not a race
                 trace, outcome, found = design[0]
                 w = Witness.from_serial(engine, name, trace, outcome, found, seed=args.seed, budget=budget)
                 v.update(verdict="admits", anomalies=[f"by design (in {len(design)} of {len(runner.serial_runs)} "
@@ -101,7 +101,9 @@ def run_engine(args, out) -> int:
                                        provenance=provenance(seed=args.seed, options=opts))
                 again = runner.trial(__import__("toki.engines.controller", fromlist=["ReplayChooser"])
                                      .ReplayChooser(w.grants))
-                v.update(verdict="admits", anomalies=w.anomalies, context_switches=w.context_switches,
+                by_design = [f"by design (in {len(design)} of {len(runner.serial_runs)} serial orders): {f}"
+                             for f in (design[0][2] if design else [])]
+                v.update(verdict="admits", anomalies=w.anomalies + by_design, context_switches=w.context_switches,
                          replayed=digest(again.outcome.key) == w.outcome, grants=len(w.grants))
                 wpath = _per_scenario(args.witness, name, many)
                 if wpath:
