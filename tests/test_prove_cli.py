@@ -48,7 +48,7 @@ def test_refuted_law_exits_1(monkeypatch):
 
 
 def test_witness_dir_writes_runnable_schedules(tmp_path):
-    from toki.sched.schedule import load
+    from toki.sched.files import load
 
     rc, out, _ = _main("--only", "matrix.A5B", "--witness-dir", str(tmp_path / "w"))
     assert rc == 0

@@ -6,7 +6,8 @@
 """
 
 from toki.sched.runner import Lane, RunResult, Runner, StepResult, check_expectation
-from toki.sched.schedule import Expect, Schedule, Step, load, parse_toml, to_toml
+from toki.sched.files import load
+from toki.sched.schedule import Expect, Schedule, Step, parse_toml, to_toml
 from toki.sched.spec import SpecFile, parse_spec
 
 __all__ = ["Expect", "Lane", "RunResult", "Runner", "Schedule", "SpecFile", "Step", "StepResult",

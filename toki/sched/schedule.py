@@ -11,13 +11,10 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toki.errors import ScheduleError, TokiError
 from toki.levels import parse_isolation
-
-if TYPE_CHECKING:  # spec.py imports this module; the annotation only needs the name
-    from toki.sched.spec import SpecFile
 
 #: write-path phases a step may name (DESIGN §4.1 extension; see toki.db.store.WriteTxn)
 OPS = ("begin", "read_candidates", "judge", "read_callback", "write", "commit", "rollback",
@@ -255,21 +252,6 @@ def parse_toml(text: str, source: str = "<string>") -> Schedule:
         sessions_declared=tuple(doc.get("sessions", ())),
     )
     return sched.validate()
-
-
-def load(path: str | Path) -> Schedule | SpecFile:
-    """Load a ``.toml`` schedule or an isolationtester ``.spec`` file."""
-    p = Path(path)
-    if not p.exists():
-        raise ScheduleError(f"{p}: no such file", fix="give the path of a .toml schedule or a .spec file")
-    text = p.read_text()
-    if p.suffix == ".spec":
-        from toki.sched.spec import parse_spec
-
-        return parse_spec(text, source=str(p))
-    if p.suffix != ".toml":
-        raise ScheduleError(f"{p}: unknown schedule format {p.suffix!r}", fix="use a .toml schedule or a .spec file")
-    return parse_toml(text, source=str(p))
 
 
 # -- writing (witnesses printed as schedule files) ------------------------------------------
