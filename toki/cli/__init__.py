@@ -68,7 +68,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     try:
         return int(args.func(args, out) or 0)
     except TokiError as e:
-        err.write(f"toki: error: {e}\n")
+        # One line, whatever a parser put in the message (EDN errors quote the input), no secret.
+        from toki.errors import redact
+
+        err.write("toki: error: " + " ".join(redact(e).split()) + "\n")
         return 2
     except OSError as e:  # a path we cannot read or write (--json, --png, --junit, --out): bad input too
         where = f" {e.filename}" if e.filename else ""

@@ -88,6 +88,8 @@ class Witness:
         p = Path(path)
         try:
             d = json.loads(p.read_text())
+        except (UnicodeDecodeError, IsADirectoryError):
+            raise ConfigError(f"witness file {p} is not a text file", fix="pass the file --witness wrote") from None
         except FileNotFoundError:
             raise ConfigError(f"witness file {p} does not exist", fix="pass the file --witness wrote") from None
         except json.JSONDecodeError as e:
@@ -100,7 +102,11 @@ class Witness:
         missing = [k for k in ("engine", "scenario", "grants") if not d.get(k)]
         if missing:
             raise ConfigError(f"witness {p} lacks {', '.join(missing)}", fix="re-create it with toki certify --witness")
-        return cls(d["engine"], d.get("engine_module"), str(d.get("version", "")), d.get("executed", "real"),
-                   d["scenario"], int(d.get("seed", 0)), int(d.get("budget", 0)), list(d["grants"]),
-                   list(d.get("anomalies", [])), [StepRecord.from_json(s) for s in d.get("steps", [])],
-                   str(d.get("outcome", "")), d.get("state"), d.get("provenance", {}))
+        try:
+            return cls(d["engine"], d.get("engine_module"), str(d.get("version", "")), d.get("executed", "real"),
+                       d["scenario"], int(d.get("seed", 0)), int(d.get("budget", 0)), list(d["grants"]),
+                       list(d.get("anomalies", [])), [StepRecord.from_json(s) for s in d.get("steps", [])],
+                       str(d.get("outcome", "")), d.get("state"), d.get("provenance", {}))
+        except (TypeError, ValueError, AttributeError) as e:  # a field of the wrong shape (hand-edited, cut)
+            raise ConfigError(f"witness {p} has a field of the wrong type ({type(e).__name__}: {str(e)[:80]})",
+                              fix="re-create it with toki certify --witness") from None

@@ -16,7 +16,11 @@ def load(path: str | Path) -> Schedule | SpecFile:
     p = Path(path)
     if not p.exists():
         raise ScheduleError(f"{p}: no such file", fix="give the path of a .toml schedule or a .spec file")
-    text = p.read_text()
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ScheduleError(f"{p}: not UTF-8 text (byte {e.start})",
+                            fix="give a .toml schedule or a .spec file saved as UTF-8") from None
     if p.suffix == ".spec":
         return parse_spec(text, source=str(p))
     if p.suffix != ".toml":
