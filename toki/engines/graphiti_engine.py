@@ -740,7 +740,8 @@ def _scenarios(engine: GraphitiEngine) -> dict[str, Scenario]:
                  "stale copy), or neither sees the other's edge",
                  ("A", "B"), calls({"A": ("Alice still lives in Berlin.",), "B": ("Alice still lives in Berlin.",)}),
                  seeded("Alice lives in Berlin."), shared,
-                 (lost_provenance(BERLIN_F, 3), duplicate_edges(), duplicate_entities()), ("lost-update",)),
+                 (lost_provenance(BERLIN_F, 3), duplicate_edges(), duplicate_entities(), lost_summary()),
+                 ("lost-update",)),
         Scenario("new-entity-twice",
                  "Alice works at Acme (seeded); two episodes both introduce Bob. Serially the second finds Bob; "
                  "concurrently both look him up before either writes him and Bob exists twice",
@@ -777,7 +778,8 @@ def _scenarios(engine: GraphitiEngine) -> dict[str, Scenario]:
                  "judge=wobbling_judge()) the answers can differ: N1, and no judge log",
                  ("A", "B"), calls({"A": ("Alice moved to Rome.",), "B": ("Alice moved to Rome.",)}),
                  seeded("Alice lives in Berlin."), shared,
-                 (rejudged(), duplicate_edges(), lost_provenance(ROME_F, 2)), ("N1", "duplicate-insert"), observe=True),
+                 (rejudged(), duplicate_edges(), lost_provenance(ROME_F, 2), lost_summary()), ("N1", "duplicate-insert"),
+                 observe=True),
     ]
     return {s.name: s for s in sc}
 
