@@ -101,13 +101,15 @@ def run(args, out) -> int:
     for name in chosen:
         try:
             doc = _run_system(name, args, options, witnesses, many=len(chosen) > 1)
-        except TokiError as e:
-            if len(chosen) == 1:
+        except Exception as e:  # noqa: BLE001 - an engine's own failure to start is reported, not a traceback
+            if len(chosen) == 1 and isinstance(e, TokiError):
                 raise
-            # One system that cannot run (its database is full, an extra is missing) does not
-            # hide the others' tables; it is reported, and the run does not pass.
-            doc = {"system": name, "not_run": str(e), "table": [], "faults": []}
-            out.write(f"toki faults --system {name}: not run: {e}\n")
+            # A system that cannot run (its database is full, an extra is missing, the engine fails
+            # before any fault) does not hide the others' tables; it is reported, and the run does
+            # not pass.
+            why = str(e) if isinstance(e, TokiError) else f"{type(e).__name__}: {str(e).strip()[:200]}"
+            doc = {"system": name, "not_run": why, "table": [], "faults": []}
+            out.write(f"toki faults --system {name}: not run: {' '.join(why.split())}\n")
         failed |= bool(doc.get("not_run")) or any(r["failed"] for r in doc["table"])
         docs.append(doc)
     if args.json is not None:

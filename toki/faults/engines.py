@@ -128,6 +128,38 @@ def _install_torn_writes() -> None:
     cf.write, cf.writelines, cf.flush, cf.close = write, writelines, flush, close
 
 
+def _own_connections(eng) -> None:
+    """In the forked child: never touch a connection the parent process holds.
+
+    A PostgreSQL connection inherited across fork shares its socket with the parent; a statement
+    sent through it would interleave with the parent's protocol stream (and a SIGKILL mid-query
+    would leave the parent reading a half answer). So the child's copies are pointed at
+    /dev/null (the parent's stay intact), its pools are replaced by fresh ones on the same
+    conninfo, and its observer is dropped: the child opens its own connections, as a restarted
+    process would.
+    """
+    import gc
+
+    import psycopg
+
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for obj in gc.get_objects():
+        if isinstance(obj, (psycopg.Connection, psycopg.AsyncConnection)):
+            with contextlib.suppress(Exception):
+                if not obj.closed:
+                    os.dup2(devnull, obj.pgconn.socket)
+    try:
+        from psycopg_pool import ConnectionPool
+    except ImportError:
+        ConnectionPool = None
+    for name, value in list(vars(eng).items()):
+        if ConnectionPool is not None and isinstance(value, ConnectionPool):
+            setattr(eng, name, ConnectionPool(value.conninfo, kwargs=value.kwargs, min_size=1,
+                                              max_size=max(value.max_size, 2), open=True))
+        elif isinstance(value, (psycopg.Connection, psycopg.AsyncConnection)):
+            setattr(eng, name, None)
+
+
 def _call(fn, *args):
     r = fn(*args)
     if inspect.isawaitable(r):
@@ -228,8 +260,7 @@ class EngineFaults:
         if pid == 0:  # pragma: no cover - the child: runs until it kills itself
             code = 3
             try:
-                if hasattr(eng, "_observer"):
-                    eng._observer = None  # the parent's observer connection is the parent's
+                _own_connections(eng)
                 if kind == "torn":
                     _install_torn_writes()
                 observer = getattr(eng, "pg_observer", None)
@@ -300,7 +331,6 @@ class EngineFaults:
 
     def _recover(self, loc, done: int, final, res: EngineFault) -> None:
         """Reopen, retry the call in flight (the client cannot know it applied), run the rest."""
-        eng, sc = self.engine, self.scenario
         rest = self.order[done:]
         # The harness's hooks stay installed (calls from this thread pass straight through): an
         # engine wrapper may rely on the connection class they install (sodamem-fixed does).
