@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import atexit
 import contextlib
 import contextvars
 import copy
@@ -409,6 +410,13 @@ class _SharedDB:
         self.mu = threading.Lock()
         self.open: dict[str, list] = {}  # path -> [driver, refcount]
         self.parked: tuple[str, Any] | None = None  # (path, driver) closed by the agents, kept for the read-back
+        self.closing: threading.Thread | None = None  # a read-back database being closed (checkpointed)
+        atexit.register(self.join)  # a Kuzu close cut short at interpreter exit can crash the process
+
+    def join(self) -> None:
+        t = self.closing
+        if t is not None:
+            t.join()
 
 
 def _close_driver(driver) -> None:
@@ -427,6 +435,7 @@ class GraphitiHandle:
     llm: Any
     owner: bool  # this handle created the driver (and the kuzu.Database)
     ran_agents: bool = False  # an agent's query went through this handle
+    readback: bool = False  # reads back a run's database the agents' handles parked
 
 
 class GraphitiEngine:
@@ -459,6 +468,7 @@ class GraphitiEngine:
         from graphiti_core.driver.kuzu_driver import KuzuDriver
 
         path = str(Path(location) / DB_FILE)
+        readback = False
         with self._dbs.mu:
             parked, self._dbs.parked = self._dbs.parked, None
             if parked is not None and parked[0] == path and path not in self._dbs.open:
@@ -470,7 +480,7 @@ class GraphitiEngine:
             entry = self._dbs.open.get(path)
             if entry is not None and entry[1] == 0:  # re-adopting the parked driver
                 entry[1] = 1
-                driver, owner = entry[0], True
+                driver, owner, readback = entry[0], True, True
             elif entry is None:
                 fresh = not os.path.exists(path)
                 import warnings
@@ -490,7 +500,7 @@ class GraphitiEngine:
                 driver = copy.copy(base)
                 driver.client = kuzu.AsyncConnection(base.db, max_concurrent_queries=1)
                 owner = False
-        h = GraphitiHandle(self, Path(location), None, driver, None, owner)
+        h = GraphitiHandle(self, Path(location), None, driver, None, owner, readback=readback)
         if not owner or not getattr(driver, "_toki_instrumented", False):
             _instrument(driver, h)
         else:
@@ -518,6 +528,15 @@ class GraphitiEngine:
                 # Closing a Kuzu database checkpoints it (~0.2 s); the harness reopens the run's folder at
                 # once to read the state, so keep it open for that read, which closes it for real.
                 self._dbs.parked = (path, base)
+                return
+            if h.readback:
+                # The harness deletes the run's folder right after the read-back: nothing reads this
+                # file again, so its checkpoint may finish while the next run starts (one at a time).
+                prev, self._dbs.closing = self._dbs.closing, threading.Thread(
+                    target=_close_driver, args=(base,), name="toki-kuzu-close", daemon=True)
+                if prev is not None:
+                    prev.join()
+                self._dbs.closing.start()
                 return
         _close_driver(base)
 
