@@ -15,9 +15,9 @@ import pytest
 pytest.importorskip("graphiti_core")
 pytest.importorskip("kuzu")
 
-from toki.engines.controller import ReplayChooser, SerialChooser  # noqa: E402
-from toki.engines.engine import Engine  # noqa: E402
-from toki.engines.graphiti_engine import (  # noqa: E402
+from toki.engines.controller import ReplayChooser, SerialChooser
+from toki.engines.engine import Engine
+from toki.engines.graphiti_engine import (
     BERLIN_F,
     PARIS_F,
     ROME_F,
@@ -26,10 +26,10 @@ from toki.engines.graphiti_engine import (  # noqa: E402
     graphiti_sloppy,
     zep,
 )
-from toki.engines.registry import ENGINES, available, load_engine  # noqa: E402
-from toki.engines.search import search  # noqa: E402
-from toki.engines.trial import TrialRunner  # noqa: E402
-from toki.engines.witness import Witness, digest  # noqa: E402
+from toki.engines.registry import ENGINES, available, load_engine
+from toki.engines.search import search
+from toki.engines.trial import TrialRunner
+from toki.engines.witness import Witness, digest
 
 BUDGET = 30
 SEED_OOO = 1

@@ -58,6 +58,17 @@ format and ``extract_nodes.extract_message``; the HTTP layer, the queue and Zep'
 session and message store in PostgreSQL) are not run. Zep CE itself cannot run here: it is a Docker
 deployment (Go server, graph_service, Neo4j) and the machine has no Docker and no network.
 
+The reported races of SPEC §9 (Graphiti / Zep) as scenarios: "episodes ingested out of order let an
+older fact survive a newer one" is ``out-of-order-episodes`` (serially graphiti expires the older
+edge on arrival, so it reproduces only as a race); "some contradictions are caught in one run out of
+nine" is ``rejudge`` (N1, with the temperature-1 judge :func:`wobbling_judge`); "invalidation searched
+too widely and retired facts that did not contradict" is ``wide-invalidation``, a judge error made
+in every order (:func:`sloppy_judge`, an always-checked detector), not a race; "per-group workers share
+one driver, so a write lands in another group's graph" is ``groups-share-driver``, which cannot
+reproduce here: graphiti 0.31.2 scopes the driver per request (``_resolve_request_scope``, issue
+#1676) and on Kuzu ``clone()`` returns the same driver over the one database, where the group is
+only a property of each node and edge.
+
 Normalised state (read with Cypher through the driver, outside any agent): entities
 ``[name, group, summary]``, edges ``[source, fact, target, valid_at date, invalid_at date or None,
 expired?, sorted episode names]``, episodes ``[name, group]``; no uuids and no wall-clock times.
@@ -83,8 +94,8 @@ import re
 import threading
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -209,7 +220,7 @@ _PROMPT: contextvars.ContextVar[str | None] = contextvars.ContextVar("toki_graph
 
 
 def _section(text: str, tag: str) -> str | None:
-    m = re.search(rf"<{re.escape(tag)}>\s*(.*?)\s*</{re.escape(tag)}>", text, re.S)
+    m = re.search(rf"<{re.escape(tag)}>\s*(.*?)\s*</{re.escape(tag)}>", text, re.DOTALL)
     return m.group(1) if m else None
 
 
@@ -347,7 +358,7 @@ def _busy(e: BaseException) -> bool:
     return "Only one write transaction at a time" in str(e)
 
 
-_WRITE = re.compile(r"\b(MERGE|CREATE|SET|DELETE|DETACH)\b", re.I)
+_WRITE = re.compile(r"\b(MERGE|CREATE|SET|DELETE|DETACH)\b", re.IGNORECASE)
 
 
 def _detail(query: str, kwargs: dict) -> str:
@@ -428,7 +439,7 @@ def _close_driver(driver) -> None:
 
 @dataclass
 class GraphitiHandle:
-    engine: "GraphitiEngine"
+    engine: GraphitiEngine
     location: Path
     graphiti: Any
     driver: Any
@@ -549,7 +560,7 @@ class GraphitiEngine:
 
         for body in bodies:
             said = _said(body)
-            when = datetime.fromisoformat(said.day).replace(tzinfo=timezone.utc)
+            when = datetime.fromisoformat(said.day).replace(tzinfo=UTC)
             if self.zep:  # graph_service /messages: one job per message, the server's body format
                 await h.graphiti.add_episode(name=f"{agent}: {body}", episode_body=f"user(user): {body}",
                                              source_description="zep message", reference_time=when,
@@ -599,9 +610,9 @@ def double_current(subject: str = "Alice", predicate: str = "lives in") -> Detec
         cur = _current(state, subject, predicate)
         if len(cur) < 2:
             return []
-        return [f"{len(cur)} current '{subject} {predicate}' facts {sorted(e[1] for e in cur)}: each add_episode "
+        return [(f"{len(cur)} current '{subject} {predicate}' facts {sorted(e[1] for e in cur)}: each add_episode "
                 "read the candidates before the other's edge was written, so neither was judged against the "
-                "other (a missed contradiction; serially the later fact invalidates the earlier)"]
+                "other (a missed contradiction; serially the later fact invalidates the earlier)")]
     return Detector("double-supersede", check)
 
 
@@ -655,8 +666,9 @@ def lost_provenance(fact: str, episodes: int) -> Detector:
         cited = sorted({n for e in edges for n in e[6]})
         if errors or len(cited) >= episodes:
             return []
-        return [f"the edge(s) {fact!r} cite {len(cited)} episode(s) {cited} although {episodes} episodes stated it: an "
-                "add_episode appended its episode to a stale copy of the edge's episodes list and MERGEd it whole"]
+        return [(f"the edge(s) {fact!r} cite {len(cited)} episode(s) {cited} although {episodes} episodes stated "
+                 "it: an add_episode appended its episode to a stale copy of the edge's episodes list and MERGEd it "
+                 "whole")]
     return Detector("lost-update", check)
 
 
