@@ -128,6 +128,52 @@ def _install_torn_writes() -> None:
     cf.write, cf.writelines, cf.flush, cf.close = write, writelines, flush, close
 
 
+def _in_child(fn, *, eng, limit_s: float = CHILD_LIMIT_S) -> dict:
+    """``fn()`` in a forked process: ``{"ok": value}``, ``{"error": text}`` or ``{"signal": name}``."""
+    import json
+    import select
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(r)
+        try:
+            _own_connections(eng)
+            out = {"ok": fn()}
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            out = {"error": f"{type(e).__name__}: {str(e).strip()[:200]}"}
+        data = json.dumps(out, default=str).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(w, view):]
+        os._exit(0)
+    os.close(w)
+    chunks, deadline = [], time.monotonic() + limit_s
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise FaultTimeout(f"recovery after the crash did not finish within {limit_s:g} s",
+                                   fix="the engine hangs reopening its storage")
+            ready, _, _ = select.select([r], [], [], min(left, 1.0))
+            if ready:
+                b = os.read(r, 65536)
+                if not b:
+                    break
+                chunks.append(b)
+    finally:
+        os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return {"signal": signal.Signals(os.WTERMSIG(status)).name}
+    try:
+        return json.loads(b"".join(chunks) or b'{"error": "no answer"}')
+    except ValueError:
+        return {"error": "the recovery process answered garbage"}
+
+
 def _own_connections(eng) -> None:
     """In the forked child: never touch a connection the parent process holds.
 
@@ -228,21 +274,18 @@ class EngineFaults:
             self.runner._seed(loc)
             self._crash(loc, kind, point, res)
             done = sum(1 for a in self.order if max(i for i, g in enumerate(grants) if g == a) < point)
-            state = self._reopen(loc, res)
-            if state is not None:
-                allowed = {canonical(states[done]): "before the call in flight"}
-                if done < len(self.order):
-                    allowed.setdefault(canonical(states[done + 1]), "after the call in flight")
-                earlier = [j for j in range(done) if canonical(states[j]) == canonical(state)
-                           and canonical(states[j]) != canonical(states[done])]
-                if _corrupt(state):
-                    pass  # named above; the scenario's detectors would guess a concurrent cause
-                elif earlier:
-                    res.findings.append(f"lost: the calls of {', '.join(self.order[earlier[0]:done])} returned "
-                                        "before the crash and are gone after it")
-                elif canonical(state) not in allowed:
-                    res.findings.append("half-done: " + self._name_state(state, states[min(done + 1, len(states) - 1)]))
-                self._recover(loc, done, states[-1], res)
+            # Recovery runs in a process of its own too: an engine that crashes reopening what a
+            # crash left (a native library's segfault) is a finding, not the end of the run.
+            got = _in_child(lambda: self._recovery(loc, done, states), eng=self.engine)
+            if "signal" in got:
+                res.findings.append(f"the engine itself crashed ({got['signal']}) reopening or retrying after the "
+                                    "crash")
+                res.retried = f"crashed: {got['signal']}"
+            elif "error" in got:
+                res.findings.append(f"recovery failed: {got['error']}")
+            else:
+                res.findings.extend(got["ok"]["findings"])
+                res.retried = got["ok"]["retried"]
         finally:
             shutil.rmtree(loc, ignore_errors=True)
             discard = getattr(self.engine, "discard", None)
@@ -299,6 +342,26 @@ class EngineFaults:
             res.findings.append(res.reported)
 
     # -- after the crash ------------------------------------------------------------------------
+    def _recovery(self, loc, done: int, states: list) -> dict:
+        """Reopen, judge the state, retry (in the recovery process); findings as JSON values."""
+        res = EngineFault(self.system, self.scenario.name, "", 0, "")
+        state = self._reopen(loc, res)
+        if state is not None:
+            allowed = {canonical(states[done])}
+            if done < len(self.order):
+                allowed.add(canonical(states[done + 1]))
+            earlier = [j for j in range(done) if canonical(states[j]) == canonical(state)
+                       and canonical(states[j]) != canonical(states[done])]
+            if _corrupt(state):
+                pass  # named by _reopen; the scenario's detectors would guess a concurrent cause
+            elif earlier:
+                res.findings.append(f"lost: the calls of {', '.join(self.order[earlier[0]:done])} returned "
+                                    "before the crash and are gone after it")
+            elif canonical(state) not in allowed:
+                res.findings.append("half-done: " + self._name_state(state, states[min(done + 1, len(states) - 1)]))
+            self._recover(loc, done, states[-1], res)
+        return {"findings": res.findings, "retried": res.retried}
+
     def _reopen(self, loc, res: EngineFault):
         eng = self.engine
         try:
