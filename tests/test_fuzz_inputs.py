@@ -12,9 +12,12 @@ other tests' business), except histories, which ``toki check`` checks in memory.
 
 from __future__ import annotations
 
+import atexit
 import io
+import itertools
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -68,8 +71,15 @@ JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(all
                        max_leaves=12)
 
 
+_TMP = Path(tempfile.mkdtemp(prefix="toki-fuzz-"))
+atexit.register(shutil.rmtree, _TMP, True)
+_N = itertools.count()
+
+
 def _write(data: bytes, suffix: str) -> Path:
-    d = Path(tempfile.mkdtemp(prefix="toki-fuzz-"))
+    """The input in a folder of its own (its result file goes next to it)."""
+    d = _TMP / str(next(_N))
+    d.mkdir()
     p = d / f"input{suffix}"
     p.write_bytes(data)
     return p
