@@ -19,9 +19,9 @@ from toki.errors import ConfigError
 
 distributed = pytest.importorskip("distributed", reason="the cluster extra: pip install 'toki[cluster]'")
 
-from toki.check import composition as cm  # noqa: E402
-from toki.cluster import Cluster, parse, shards_of, worker_bench  # noqa: E402
-from toki.levels import MATRIX_LEVELS  # noqa: E402
+from toki.check import composition as cm
+from toki.cluster import Cluster, parse, shards_of, worker_bench
+from toki.levels import MATRIX_LEVELS
 
 # Fields that say how long a run took or where it ran; everything else must be identical.
 _VOLATILE = ("elapsed_s", "schedules_per_s", "seconds_per_cell", "provenance", "cluster", "workers")

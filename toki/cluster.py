@@ -33,7 +33,7 @@ from typing import Any
 
 from toki.errors import ConfigError
 
-__all__ = ["ClusterSpec", "Cluster", "parse", "worker_bench", "close_worker_benches"]
+__all__ = ["Cluster", "ClusterSpec", "close_worker_benches", "parse", "worker_bench"]
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class Cluster:
         self.client = None
         self._local = None
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         _require_distributed()
         import logging
 

@@ -50,9 +50,20 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 from toki.check import memory
-from toki.check.workloads import B, C, Trial, _insert_fact, _read, _read_partition, _slot, p0, p3, p4
+from toki.check.workloads import (
+    B,
+    C,
+    Trial,
+    _insert_fact,
+    _read,
+    _read_partition,
+    _slot,
+    p0,
+    p3,
+    p4,
+)
 from toki.errors import ConfigError
-from toki.levels import MATRIX_LEVELS, PRECONDITION, Level, parse_level, pipeline_guard
+from toki.levels import MATRIX_LEVELS, PRECONDITION, Level, pipeline_guard
 from toki.model import SENTINEL
 from toki.sched.schedule import Schedule
 
@@ -344,5 +355,13 @@ def check_noise(noise: float) -> float:
     return noise
 
 
-__all__ = ["OPERATORS", "PUBLISHED", "pipelines", "plan", "run_cell", "shard", "summarise", "noise_expectation",
-           "parse_level"]
+__all__ = [
+    "OPERATORS",
+    "PUBLISHED",
+    "noise_expectation",
+    "pipelines",
+    "plan",
+    "run_cell",
+    "shard",
+    "summarise",
+]

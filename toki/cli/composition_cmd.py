@@ -11,7 +11,14 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from rich.console import Group
 from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from toki.cli.render import console, emit_json
@@ -86,7 +93,7 @@ def run(args, out, server, cluster_spec) -> int:
         if plain and (now - last[0] >= 30 or len(cells) == total_cells):
             last[0] = now
             sm = cm.summarise(cells, trials=trials, noise=noise, seed=args.seed, pipes=pipes)
-            rate = lambda part: "…" if sm[part]["rate"] is None else f"{sm[part]['rate']:.4f}"  # noqa: E731
+            rate = lambda part: "…" if sm[part]["rate"] is None else f"{sm[part]['rate']:.4f}"
             out.write(f"[{now - t0:7.0f} s] {len(cells)}/{total_cells} cells, {len(cells) * trials / (now - t0):.1f} "
                       f"schedules/s; at or above {rate('at_or_above')}, below {rate('below')}\n")
             out.flush()
