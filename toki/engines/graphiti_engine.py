@@ -831,3 +831,8 @@ def graphiti_sloppy() -> GraphitiEngine:
 def graphiti_rejudge(p: float = 0.5, seed: int = 0) -> GraphitiEngine:
     """Graphiti with resolve_edge at temperature 1 (its default for the call): for N1."""
     return GraphitiEngine(judge=wobbling_judge(p, seed))
+
+
+def zep_rejudge(p: float = 0.5, seed: int = 0) -> GraphitiEngine:
+    """The Zep CE model with resolve_edge at temperature 1: for N1."""
+    return GraphitiEngine(zep=True, judge=wobbling_judge(p, seed))

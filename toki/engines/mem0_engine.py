@@ -313,6 +313,13 @@ class Mem0Engine:
     name = "mem0"
     executed = "real"
     storage_in_location = False  # the vectors live in a PostgreSQL table per trial, the history under location
+    # Why a verdict column has no scenario (the verdicts experiment prints it).
+    abstains = {
+        "N1": "mem0 2.x asks no LLM to choose between memories (add is ADD-only): there is no adjudication to replay",
+        "N2": "no mem0 2.x call reads a belief across several statements that a writer could split",
+        "double-supersede": "mem0 2.x never supersedes: contradicting facts both stay current by design "
+                            "(both-current)",
+    }
     description = ("mem0 2.x, its unmodified Memory (ADD-only add, update, delete, history) on PostgreSQL+pgvector "
                    "and a SQLite history, with a scripted extraction LLM and a hash embedder")
 
@@ -739,10 +746,27 @@ REPORTED = {
 }
 
 
+def erased_without_history(old: str) -> Detector:
+    """N3: the replaced value is in no memory and no history row (mem0 keeps it in the history)."""
+    def check(state, errors):
+        in_memories = any(old == text for _, text in state["memories"])
+        in_history = any(old in (e[1], e[2]) for _, events in state["history"] for e in events)
+        return [] if in_memories or in_history else [f"{old!r} was replaced and no memory or history row keeps it"]
+    return Detector("N3", check, always=True)
+
+
+def update_overwrites() -> Scenario:
+    """N3 probe: one agent updates Berlin to Rome; the history row keeps the old value."""
+    return Scenario("update-overwrites", "one agent updates a memory (Berlin -> Rome): the vector row is "
+                    "overwritten in place, and the history table records the old value (an audit trace)",
+                    ("A",), _calls({"A": ("update", BERLIN, "User lives in Rome")}), _seed("I live in Berlin."),
+                    False, (erased_without_history(BERLIN),), ("N3",))
+
+
 def _scenarios(engine: Mem0Engine) -> dict[str, Scenario]:
     sc = [add_same_fact(), add_same_fact("add-same-fact-shared", shared=True), add_contradicting(),
-          update_update(), update_vs_delete(), reported_duplicate_add(), reported_add_only_both_current(),
-          reported_linked_ids_p4(engine), reported_love_hate_empty_store()]
+          update_update(), update_vs_delete(), update_overwrites(), reported_duplicate_add(),
+          reported_add_only_both_current(), reported_linked_ids_p4(engine), reported_love_hate_empty_store()]
     return {s.name: s for s in sc}
 
 

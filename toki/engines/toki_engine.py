@@ -64,6 +64,10 @@ class TokiEngine:
     name = "toki"
     executed = "real"
     storage_in_location = False  # storage is a PostgreSQL schema per trial, not the directory
+    abstains = {"N2": "TOKI's N2 (belief query against confidence revision on one partition) is the matrix's N2 "
+                      "row and partition grid (toki matrix), not an engine scenario",
+                "duplicate-insert": "a duplicate merges its provenance into the current row (the matrix and the "
+                                    "property suites check it); no engine scenario"}
 
     def __init__(self, server=None):
         self._server = server
