@@ -20,7 +20,7 @@ from toki.errors import ConfigError
 distributed = pytest.importorskip("distributed", reason="the cluster extra: pip install 'toki[cluster]'")
 
 from toki.check import composition as cm
-from toki.cluster import Cluster, parse, shards_of, worker_bench
+from toki.cluster import Cluster, close_worker_benches, parse, shards_of, worker_bench
 from toki.levels import MATRIX_LEVELS
 
 # Fields that say how long a run took or where it ran; everything else must be identical.
@@ -108,6 +108,7 @@ def test_a_killed_worker_changes_no_result(toki_server):
     trials, seed, noise = 3, 11, 0.25
     bench = worker_bench(None, 10.0, "composition")  # the reference: this process, one lane
     want = [[cm.run_cell(bench, p, lv, trials, seed, noise) for lv in MATRIX_LEVELS] for p in pipes]
+    close_worker_benches()  # give the reference lane's connections back before the workers open theirs
     killed = {}
     with Cluster("local:2") as cl:
         before = cl.worker_pids()

@@ -209,12 +209,24 @@ def build(pipe: tuple[str, ...], level: Level, seed: int, t: int, noise: float) 
         key = add_noise(trial, noise_rng) if noise > 0 and noise_rng.random() < noise else None
         prefix = f"{k + 1}."
         stages.append(Stage(op, trial, prefix, key))
-        sessions += [prefix + s for s in trial.programs]
+        sessions += [_session(prefix, s) for s in trial.programs if _session(prefix, s) not in sessions]
         for s, i in trial.witness:
             label, body = trial.programs[s][i]
-            steps.append(_step(prefix + s, label, body))
+            steps.append(_step(_session(prefix, s), label, body))
     return Schedule(name=f"pipeline-{pipeline_name(pipe)}", steps=steps, on_blocked="defer", store=True,
                     judge_log_form="append", sessions_declared=tuple(sessions)), stages
+
+
+# The agents' sessions are per stage (their detectors read what each saw and whether it
+# committed). The callback deliverer and the noise's judge keep no scratch space and nobody asks
+# whether they committed, so one of each serves every stage: a lane then holds at most
+# 2 x 5 + 2 connections for its sessions instead of 4 x 5 (a server's max_connections is shared
+# by every worker's lane).
+_SHARED = ("CB", "J")
+
+
+def _session(prefix: str, name: str) -> str:
+    return name if name in _SHARED else prefix + name
 
 
 def _view(result, prefix: str):
