@@ -259,13 +259,22 @@ class EngineFaults:
                          states)
         return self._ref
 
+    def _seed(self, loc) -> None:
+        """Seed the storage, and open it once here: an engine whose storage is not in the folder
+        names it on first open (a table per location), and a name taken in a child process would
+        be taken again by the parent's next open, which never heard of it."""
+        self.runner._seed(loc)
+        if not getattr(self.engine, "storage_in_location", True):
+            h = self.engine.open(loc)
+            self.engine.close(h)
+
     def _direct_final(self):
         self._n += 1
         loc = self.runner.workdir / f"direct{self._n}"
         shutil.rmtree(loc, ignore_errors=True)
         loc.mkdir(parents=True)
         try:
-            self.runner._seed(loc)
+            self._seed(loc)
             res = EngineFault(self.system, self.scenario.name, "", 0, "")
             got = _in_child(lambda: self._direct_state(loc, res), eng=self.engine)
             return got.get("ok")
@@ -296,7 +305,7 @@ class EngineFaults:
         shutil.rmtree(loc, ignore_errors=True)
         loc.mkdir(parents=True)
         try:
-            self.runner._seed(loc)
+            self._seed(loc)
             self._crash(loc, kind, point, res)
             done = sum(1 for a in self.order if max(i for i, g in enumerate(grants) if g == a) < point)
             # Recovery runs in a process of its own too: an engine that crashes reopening what a
