@@ -160,7 +160,8 @@ def _run_system(name: str, args, options: dict, witnesses: list, many: bool) -> 
                                    Path(args.witness_dir) / fname)
                 witnesses.append(str(path))
             doc["witnesses"] = [w for w in witnesses if Path(w).name.startswith(name + ".")]
-        _print_system(out, doc)
+        if args.json != "-":  # JSON on stdout stays parseable
+            _print_system(out, doc)
         return doc
     finally:
         sys_.close()
