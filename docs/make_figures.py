@@ -7,9 +7,13 @@ The notebooks only read result files; this script gives them results in one of t
 * ``--results DIR``: an existing results folder (``DIR/NAME/NAME.json``, as ``toki experiment``
   and ``toki matrix --json`` write them), for example the repository's ``results/`` after the
   full-size runs;
-* by default: small runs of every experiment (seconds to a few minutes on two cores) into a
-  temporary folder (``--keep DIR`` keeps it). The figures then show the published structure at
+* by default: small runs of every experiment (seconds to a few minutes each on two cores) into
+  a temporary folder (``--keep DIR`` keeps it). The figures then show the published structure at
   small sample sizes; the numbers quoted in the pages come from the full-size runs.
+
+The committed figures: notebooks 01-03 from these small runs; notebook 04 from full-size runs
+(``toki experiment verdicts`` at its default budget of 30, ``toki experiment reported-races`` at
+40), which the Table 4 and reported-races pages quote.
 
 Usage (from the repository root)::
 
@@ -23,6 +27,7 @@ Needs nbclient, nbformat and ipykernel (``pip install -e '.[notebooks]'``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -55,9 +60,16 @@ SMALL_RUNS = [
     ("serializable-pilot", ["experiment", "serializable-pilot"]),
     ("multi-writer", ["experiment", "multi-writer", "--runs", "5", "--writers", "1,2,4,8"]),
     ("two-writer", ["experiment", "two-writer", "--runs", "10"]),
-    ("verdicts", ["experiment", "verdicts", "--budget", "10", "--trials", "5"]),
-    ("reported-races", ["experiment", "reported-races", "--budget", "10"]),
+    ("verdicts", None),  # one process per system, merged: see run_verdicts
+    ("reported-races", ["experiment", "reported-races"]),
 ]
+VERDICTS_ARGS = ["--budget", "10", "--trials", "5"]
+NEEDS = {
+    "01_matrix": ["matrix"],
+    "02_judges": ["judge-calibration", "replay-consistency", "order-swap", "n1-replay", "temperature-sweep"],
+    "03_contention": ["serializable-pilot", "multi-writer", "two-writer"],
+    "04_engines": ["verdicts", "reported-races"],
+}
 
 # Injected before a notebook's first cell: plt.show() saves every open figure instead of
 # displaying it, so figures are collected whatever backend the notebook asks for.
@@ -80,18 +92,58 @@ _plt.show = _toki_show
 """
 
 
-def run_small(results: Path, toki: str) -> None:
+def run_one(cmd: list[str], out: Path, timeout: int) -> bool:
+    t0 = time.monotonic()
+    print("$", " ".join(cmd), flush=True)
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"  gave up after {timeout} s", flush=True)
+        return False
+    # exit 1 means "a cell differs from the paper" (an answer, not a failure); 2 is bad input
+    if proc.returncode not in (0, 1) or not out.exists():
+        print(f"  failed ({proc.returncode}):\n{proc.stderr[-2000:]}", flush=True)
+        return False
+    print(f"  {time.monotonic() - t0:.1f} s", flush=True)
+    return True
+
+
+def run_verdicts(results: Path, toki: str, timeout: int) -> None:
+    """`toki experiment verdicts`, one process per system, rows merged in system order.
+
+    One process per system keeps one slow or stuck engine from holding up the others (a run of
+    every system in one process has been seen to stop making progress after mem0-v2 on a loaded
+    machine); the merged rows are those of a single run, since a system's cells depend only on
+    the system and the seed.
+    """
+    from toki.experiments.verdicts import SYSTEMS
+
+    docs = []
+    for system in SYSTEMS:
+        out = results / "verdicts" / "by-system" / system / "verdicts.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if run_one([toki, "experiment", "verdicts", *VERDICTS_ARGS, "--systems", system, "--json", str(out)],
+                   out, timeout):
+            docs.append(json.loads(out.read_text()))
+    if not docs:
+        return
+    merged = dict(docs[0])
+    merged["rows"] = [r for d in docs for r in d["rows"]]
+    merged["differences_from_paper"] = [r for d in docs for r in d.get("differences_from_paper", [])]
+    merged["systems"] = len(docs)
+    merged["elapsed_s"] = round(sum(d.get("elapsed_s") or 0 for d in docs), 1)
+    (results / "verdicts" / "verdicts.json").write_text(json.dumps(merged, indent=1))
+
+
+def run_small(results: Path, toki: str, timeout: int) -> None:
     for name, args in SMALL_RUNS:
         out = results / name / f"{name}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [toki, *args, "--json", str(out)]
-        t0 = time.monotonic()
-        print("$", " ".join(cmd), flush=True)
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        # exit 1 means "a cell differs from the paper" (an answer, not a failure); 2 is bad input
-        if proc.returncode not in (0, 1) or not out.exists():
-            sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-        print(f"  {time.monotonic() - t0:.1f} s", flush=True)
+        if args is None:
+            run_verdicts(results, toki, timeout)
+        else:
+            run_one([toki, *args, "--json", str(out)], out, timeout)
 
 
 def draw(stem: str, results: Path, timeout: int) -> list[Path]:
@@ -118,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", type=Path, help="run the small experiments into this folder and keep it")
     ap.add_argument("--only", action="append", choices=NOTEBOOKS, help="only these notebooks (repeatable)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per notebook cell (default 600)")
+    ap.add_argument("--run-timeout", type=int, default=900, help="seconds per small experiment run (default 900)")
     args = ap.parse_args(argv)
 
     FIGURES.mkdir(parents=True, exist_ok=True)
@@ -131,8 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             tmp = tempfile.TemporaryDirectory(prefix="toki-figures-")
             results = Path(tmp.name)
-        run_small(results, toki)
+        run_small(results, toki, args.run_timeout)
     for stem in args.only or NOTEBOOKS:
+        missing = [n for n in NEEDS[stem] if not (results / n / f"{n}.json").exists()]
+        if missing:
+            print(f"{stem}: skipped, no results for {', '.join(missing)}")
+            continue
         files = draw(stem, results, args.timeout)
         print(f"{stem}: {', '.join(f.name for f in files) or 'no figure'}")
     if tmp:
