@@ -36,6 +36,7 @@ class Report:
     scenario: str
     anomaly: str  # the detector name that shows the claim
     kind: str = "race"  # race | design | judge | clean-abort (anomaly then names the error raised)
+    module: str | None = None  # run on this variant of the engine (module:factory), e.g. a judge setting
 
 
 REPORTS = (
@@ -54,7 +55,8 @@ REPORTS = (
     Report("graphiti-wide-invalidation", "Graphiti/Zep", "invalidation searched too widely and retired facts "
            "that did not contradict (a judge error, N1)", "graphiti", "wide-invalidation", "judge-error", "judge"),
     Report("graphiti-one-in-nine", "Graphiti/Zep", "some contradictions are caught in one run out of nine (judge "
-           "nondeterminism, N1)", "graphiti", "rejudge", "N1"),
+           "nondeterminism, N1); resolve_edge at temperature 1, Graphiti's own setting", "graphiti", "rejudge", "N1",
+           module="toki.engines.graphiti_engine:graphiti_rejudge"),
     Report("letta-version-conflict", "Letta", "two writers to one block get a conflict error from its version "
            "check (P4 detected, not lost)", "letta", "two-writers-one-block", "BlockVersionConflict", "clean-abort"),
     Report("letta-stale-block", "Letta", "a shared block change is not seen until the agent's next step (stale "
@@ -96,7 +98,7 @@ def classify(report: Report, *, budget: int, seed: int, witness_dir: Path) -> di
     try:
         if info is None or not available(info):
             raise TokiError(f"engine {report.engine} is not installed here")
-        engine = load_engine(report.engine)
+        engine = load_engine(None, report.module) if report.module else load_engine(report.engine)
     except TokiError as e:
         row.update(result="not runnable", evidence=str(e))
         return row
