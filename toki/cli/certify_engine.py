@@ -180,10 +180,12 @@ def run_replay(args, out) -> int:
     same = anomalous = 0
     last = None
     with TrialRunner(engine, w.scenario, step_limit_s=args.step_limit) as runner:
+        design: list[str] = []
         for _ in range(args.times):
             last = runner.trial(ReplayChooser(w.grants))
+            design = runner.by_design(last.outcome)
             same += digest(last.outcome.key) == w.outcome
-            anomalous += not last.serializable
+            anomalous += (not last.serializable) or bool(design)
     if args.png or args.svg:
         from toki.engines.draw import draw
 
@@ -192,9 +194,12 @@ def run_replay(args, out) -> int:
             if p:
                 draw(replayed, p)
     out.write(f"replayed {w.engine} {w.scenario}: {len(w.grants)} grants, {w.context_switches} context switches\n")
-    out.write(f"reproduced the recorded outcome {same} of {args.times} times; anomalous {anomalous} of {args.times}\n")
+    out.write(f"reproduced the recorded outcome {same} of {args.times} times; it shows the anomaly {anomalous} of "
+              f"{args.times} times\n")
     for a in (last.anomalies if last is not None else []):
         out.write(f"  {a}\n")
+    for a in design:
+        out.write(f"  by design (a serial order shows it): {a}\n")
     if same == args.times:
         return 1
     if same:
