@@ -1,7 +1,8 @@
 """toki: certify the isolation contracts of agent-memory write paths on real databases.
 
 The pure layer (facts, provenance, operators) is re-exported here; everything that touches a
-database lives under :mod:`toki.db` and above (DESIGN.md §2).
+database lives under :mod:`toki.db` and above (the layers: docs/design.md; tests/test_layers.py
+checks that imports point one way).
 """
 
 from importlib.metadata import PackageNotFoundError, version as _version

@@ -1,4 +1,6 @@
-"""``toki.check``: an Elle-compatible checker for transactional histories (DESIGN §4.3).
+"""``toki.check``: an Elle-compatible checker for transactional histories, and (until it moves to a
+package of its own) the matrix engine. Layer 7: may import sched and below; used by engines,
+verify, cli, properties and experiments.
 
 Public API::
 

@@ -1,4 +1,8 @@
-"""Database layer: server resolution, schema, and the write path (DESIGN §2, layer 4)."""
+"""Database layer (layer 5): server resolution, schema (SQLAlchemy Core), the store and the write path.
+
+May import the pure layer, judges, levels and backends. Used by sched, check, engines, faults,
+verify, cli, properties and experiments.
+"""
 
 from toki.db.server import Server, resolve, run_schema
 from toki.db.store import Row, SchemaMode, Store, WriteOutcome, WriteTxn

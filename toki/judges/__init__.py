@@ -1,4 +1,5 @@
-"""Judges: the LLM (or stand-in) that votes between contradicting facts (SPEC §5).
+"""Judges (layer 2): the LLM (or stand-in) that votes between contradicting facts. May import the
+pure layer only; used by the write path (db), the matrix, the engines and the experiments.
 
 A judge votes for an index into the candidate set exactly as presented (callers pass the
 canonical order, sorted by fact id), under the key (R, θ): R the read set (sorted fact ids),

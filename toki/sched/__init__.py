@@ -1,4 +1,5 @@
-"""Schedules and the barrier-controlled runner (DESIGN §2, layer 5).
+"""Schedules and the barrier-controlled runner (layer 6: may import db and below; used by check,
+engines, faults, properties, experiments and cli).
 
 ``load(path)`` reads a TOML schedule (DESIGN §4.1) or an isolationtester ``.spec`` file;
 ``Runner(server).run(schedule, level)`` executes it and returns a :class:`RunResult`

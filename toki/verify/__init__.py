@@ -1,4 +1,5 @@
-"""z3 models: operator laws, provenance laws, isolation axioms, bounded witness search (DESIGN §2, layer 7).
+"""z3 models: operator laws, provenance laws, isolation axioms, bounded witness search (layer 9: may
+import check and below; used by cli and experiments).
 
 Public entry points: :func:`toki.verify.prove.run` (what ``toki prove`` runs),
 :func:`toki.verify.isolation.derive_cell` (one matrix cell with its witness history) and
