@@ -23,6 +23,7 @@ the agent and the call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
 import time
@@ -199,6 +200,19 @@ class _Agent:
 
 
 _local = threading.local()
+
+
+@contextlib.contextmanager
+def uncontrolled():
+    """Storage calls made in this block are not steps, even on an agent's thread: for cleanup
+    that the garbage collector may run at any moment on whatever thread is running (a finalizer
+    that drops a finished trial's schema must not wait for a grant in another trial's run)."""
+    saved = getattr(_local, "agent", None)
+    _local.agent = None
+    try:
+        yield
+    finally:
+        _local.agent = saved
 
 
 async def _await(awaitable):

@@ -275,10 +275,13 @@ def __getattr__(name):  # mem0's factories import the classes by dotted path; me
 
 def _release(pool, server, schema: str) -> None:
     from toki.db.server import drop_schema
+    from toki.engines.controller import uncontrolled
 
-    with contextlib.suppress(Exception):
-        pool.close(timeout=2)
-    drop_schema(server, schema)
+    # A finalizer: the garbage collector may run it on an agent thread of a later, unrelated run.
+    with uncontrolled():
+        with contextlib.suppress(Exception):
+            pool.close(timeout=2)
+        drop_schema(server, schema)
 
 
 # -- the engine -------------------------------------------------------------------------------
