@@ -253,8 +253,10 @@ class Controller:
              busy: Callable[[BaseException], bool] | None = None, pg_pid: int | None = None) -> Any:
         """Wait for the grant, perform ``fn`` (the real call), and record it."""
         me = current_agent()
-        if me is None or me[0] is not self or me[1].in_step:
-            return fn()  # not an agent, or a driver call made inside a step (one storage call, one step)
+        if me is None or me[0] is not self or me[1].in_step or self._finished:
+            # not an agent, a driver call made inside a step (one storage call, one step), or a
+            # call after the run ended (a thread's last cleanup): nobody would grant it
+            return fn()
         _, agent = me
         rec = StepRecord(-1, agent.name, kind, detail)
         with self._mutex:
