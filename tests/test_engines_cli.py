@@ -90,3 +90,15 @@ def test_pytest_plugin_gates_an_engine(toki_certify_engine):
     res = toki_certify_engine("tests.toy_engine:counter", "increment", budget=30, expect="admits")
     assert res.admits
     toki_certify_engine("tests.toy_engine:counter_locked", "increment", budget=30)
+
+
+def test_certify_on_a_cluster_gives_the_in_process_verdicts():
+    pytest.importorskip("distributed")
+
+    def verdicts(*extra):
+        rc, out, err = _toki("certify", "--engine-module", "tests.toy_engine:counter", "--budget", "20", "--json",
+                             *extra)
+        assert rc == 1, err
+        return [{k: v for k, v in d.items() if k != "elapsed_s"} for d in json.loads(out)["verdicts"]]
+
+    assert verdicts("--cluster", "local:2") == verdicts()

@@ -41,6 +41,8 @@ def register(sub) -> None:
     p.add_argument("--scenario", help="(--engine) one scenario, or 'all' (default: all)")
     p.add_argument("--png", metavar="PATH", help="(--engine, --replay) draw the witness as a swimlane picture")
     p.add_argument("--svg", metavar="PATH", help="(--engine, --replay) the same picture as SVG")
+    p.add_argument("--cluster", metavar="ADDRESS", help="(--engine) certify the scenarios on a Dask cluster: a "
+                   "scheduler address, or local:N worker processes (pip install 'toki[cluster]')")
     p.add_argument("--times", type=int, default=1, help="(--replay) how many times to re-execute (default 1)")
     p.add_argument("--step-limit", type=float, default=10.0, metavar="SECONDS",
                    help="(--engine) longest an agent may take to reach its next storage call (default 10)")

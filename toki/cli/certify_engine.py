@@ -50,11 +50,69 @@ def _server_for(engine, dsn):
         engine.use_server(resolve(dsn))
 
 
-def run_engine(args, out) -> int:
-    from toki.engines.registry import load_engine
+def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: float, witness: str | None,
+                     png: str | None, svg: str | None, many: bool, bar=None) -> dict:
+    """One scenario: serial orders, search, shrink, witness and picture; the verdict row."""
+    from toki.engines.controller import ReplayChooser
     from toki.engines.search import search
     from toki.engines.trial import TrialRunner
     from toki.engines.witness import Witness, digest
+    from toki.runinfo import provenance
+
+    opts = {"engine": engine.name, "scenario": name, "budget": budget, "seed": seed}
+    with TrialRunner(engine, name, step_limit_s=step_limit) as runner:
+        task = bar.add_task(f"{engine.name} {name}", total=budget) if bar is not None else None
+        res = search(runner, budget=budget, seed=seed, on_trial=None if bar is None else
+                     (lambda tried, hit: bar.update(task, completed=min(tried, budget))))
+        v = {"system": engine.name, "version": str(engine.version), "executed": getattr(engine, "executed", "real"),
+             "scenario": name, "budget": budget, "seed": seed, "trials": res.tried, "shrinks": res.shrinks,
+             "serial_orders": res.serial_orders, "elapsed_s": round(res.elapsed_s, 3), "anomalies": [],
+             "verdict": "excludes", "witness": None, "replayed": None, "context_switches": None}
+        design = [(t, o, runner.by_design(o)) for _, t, o in runner.serial_runs]
+        design = [d for d in design if d[2]]
+        w = None
+        if runner.silent:
+            v["verdict"] = "unverifiable"
+            v["anomalies"] = ["the engine's read-out is empty in every serial order: a check told nothing "
+                              "cannot pass (make state() return what the engine stores)"]
+        elif design and res.found is None:  # admitted in a serial order: the design, not a race
+            trace, outcome, found = design[0]
+            w = Witness.from_serial(engine, name, trace, outcome, found, seed=seed, budget=budget)
+            v.update(verdict="admits", anomalies=[f"by design (in {len(design)} of {len(runner.serial_runs)} "
+                                                  f"serial orders): {f}" for f in found],
+                     context_switches=w.context_switches, replayed=True, grants=len(w.grants))
+        elif res.found is not None:
+            w = Witness.from_trial(engine, name, res.found, seed=seed, budget=budget,
+                                   provenance=provenance(seed=seed, options=opts))
+            again = runner.trial(ReplayChooser(w.grants))
+            by_design = [f"by design (in {len(design)} of {len(runner.serial_runs)} serial orders): {f}"
+                         for f in (design[0][2] if design else [])]
+            v.update(verdict="admits", anomalies=w.anomalies + by_design, context_switches=w.context_switches,
+                     replayed=digest(again.outcome.key) == w.outcome, grants=len(w.grants))
+            for fmt, path in (("png", png), ("svg", svg)):
+                ppath = _per_scenario(path, name, many)
+                if ppath:
+                    from toki.engines.draw import draw
+
+                    v[fmt] = str(draw(w, ppath))
+        wpath = _per_scenario(witness, name, many)
+        if w is not None and wpath:
+            v["witness"] = str(w.save(wpath))
+    return v
+
+
+def _scenario_shard(name: str, spec: dict) -> dict:
+    """A Dask worker's share of ``--cluster``: load the engine there and certify one scenario."""
+    from toki.engines.registry import load_engine
+
+    engine = load_engine(spec["engine"], spec["engine_module"])
+    _server_for(engine, spec["dsn"])
+    return certify_scenario(engine, name, budget=spec["budget"], seed=spec["seed"], step_limit=spec["step_limit"],
+                            witness=spec["witness"], png=spec["png"], svg=spec["svg"], many=spec["many"])
+
+
+def run_engine(args, out) -> int:
+    from toki.engines.registry import load_engine
     from toki.runinfo import provenance
 
     engine = load_engine(args.engine, args.engine_module)
@@ -68,56 +126,33 @@ def run_engine(args, out) -> int:
                               fix="choose one of " + ", ".join(engine.scenarios) + " (see toki engines list)")
     _server_for(engine, args.dsn)
     many = len(names) > 1
-    rows, verdicts = [], []
     t_all = time.perf_counter()
-    for name in names:
-        opts = {"engine": engine.name, "scenario": name, "budget": budget, "seed": args.seed}
-        with TrialRunner(engine, name, step_limit_s=args.step_limit) as runner, \
-                _progress(budget, name) as bar:
-            task = bar.add_task(f"{engine.name} {name}", total=budget)
-            res = search(runner, budget=budget, seed=args.seed,
-                         on_trial=lambda tried, hit: bar.update(task, completed=min(tried, budget)))
-            v = {"system": engine.name, "version": str(engine.version), "executed": getattr(engine, "executed", "real"),
-                 "scenario": name, "budget": budget, "seed": args.seed, "trials": res.tried, "shrinks": res.shrinks,
-                 "serial_orders": res.serial_orders, "elapsed_s": round(res.elapsed_s, 3), "anomalies": [],
-                 "verdict": "excludes", "witness": None, "replayed": None, "context_switches": None}
-            design = [(t, o, runner.by_design(o)) for _, t, o in runner.serial_runs]
-            design = [d for d in design if d[2]]
-            if runner.silent:
-                v["verdict"] = "unverifiable"
-                v["anomalies"] = ["the engine's read-out is empty in every serial order: a check told nothing "
-                                  "cannot pass (make state() return what the engine stores)"]
-            elif design and res.found is None:  # admitted in a serial order: the design, not a race
-                trace, outcome, found = design[0]
-                w = Witness.from_serial(engine, name, trace, outcome, found, seed=args.seed, budget=budget)
-                v.update(verdict="admits", anomalies=[f"by design (in {len(design)} of {len(runner.serial_runs)} "
-                                                      f"serial orders): {f}" for f in found],
-                         context_switches=w.context_switches, replayed=True, grants=len(w.grants))
-                wpath = _per_scenario(args.witness, name, many)
-                if wpath:
-                    v["witness"] = str(w.save(wpath))
-            elif res.found is not None:
-                w = Witness.from_trial(engine, name, res.found, seed=args.seed, budget=budget,
-                                       provenance=provenance(seed=args.seed, options=opts))
-                again = runner.trial(__import__("toki.engines.controller", fromlist=["ReplayChooser"])
-                                     .ReplayChooser(w.grants))
-                by_design = [f"by design (in {len(design)} of {len(runner.serial_runs)} serial orders): {f}"
-                             for f in (design[0][2] if design else [])]
-                v.update(verdict="admits", anomalies=w.anomalies + by_design, context_switches=w.context_switches,
-                         replayed=digest(again.outcome.key) == w.outcome, grants=len(w.grants))
-                wpath = _per_scenario(args.witness, name, many)
-                if wpath:
-                    v["witness"] = str(w.save(wpath))
-                for fmt in ("png", "svg"):
-                    ppath = _per_scenario(getattr(args, fmt), name, many)
-                    if ppath:
-                        from toki.engines.draw import draw
+    cluster_info = None
+    if getattr(args, "cluster", None):
+        # One shard per scenario: each is searched from the same seed wherever it runs.
+        from toki.cluster import Cluster
 
-                        v[fmt] = str(draw(w, ppath))
-        verdicts.append(v)
+        spec = {"engine": args.engine, "engine_module": args.engine_module, "dsn": args.dsn, "budget": budget,
+                "seed": args.seed, "step_limit": args.step_limit, "many": many,
+                "witness": str(Path(args.witness).resolve()) if args.witness else None,
+                "png": str(Path(args.png).resolve()) if args.png else None,
+                "svg": str(Path(args.svg).resolve()) if args.svg else None}
+        with Cluster(args.cluster) as cl, _progress(len(names), "scenarios") as bar:
+            task = bar.add_task(f"{engine.name} on {args.cluster}", total=len(names))
+            verdicts = cl.map(_scenario_shard, names, spec, on_result=lambda i, r: bar.advance(task))
+            cluster_info = cl.describe()
+    else:
+        verdicts = []
+        for name in names:
+            with _progress(budget, name) as bar:
+                verdicts.append(certify_scenario(engine, name, budget=budget, seed=args.seed,
+                                                 step_limit=args.step_limit, witness=args.witness, png=args.png,
+                                                 svg=args.svg, many=many, bar=bar))
+    rows = []
+    for v in verdicts:
         kinds = sorted({a.split(": ", 1)[1].split(":", 1)[0] if a.startswith("by design") else a.split(":", 1)[0]
                         for a in v["anomalies"]}) or ["-"]
-        rows.append((name, v["verdict"], ", ".join(kinds), f"{v['trials']} (+{v['shrinks']} shrinking)",
+        rows.append((v["scenario"], v["verdict"], ", ".join(kinds), f"{v['trials']} (+{v['shrinks']} shrinking)",
                      "" if v["context_switches"] is None else f"{v['grants']} grants, {v['context_switches']} switches",
                      "" if v["replayed"] is None else ("yes" if v["replayed"] else "NO")))
     elapsed = time.perf_counter() - t_all
@@ -126,8 +161,8 @@ def run_engine(args, out) -> int:
     failed = any(v["verdict"] != "excludes" for v in verdicts)
     if args.json is not None:
         doc = {"verdicts": verdicts, "provenance": provenance(seed=args.seed, options={
-            "engine": engine.name, "engine_module": args.engine_module, "scenarios": names, "budget": budget},
-            elapsed_s=round(elapsed, 3))}
+            "engine": engine.name, "engine_module": args.engine_module, "scenarios": names, "budget": budget,
+            "cluster": cluster_info}, elapsed_s=round(elapsed, 3))}
         emit_json(doc, out, None if args.json == "-" else args.json)
         if args.json == "-":
             return 1 if failed else 0
