@@ -28,7 +28,7 @@ import inspect
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from toki.errors import TokiError

@@ -61,7 +61,6 @@ def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = Tr
     t0 = time.perf_counter()
     serial = runner.serial_outcomes()
     decisions = max(len(runner.last_serial_grants or []), 8)
-    n_agents = len(runner.scenario.agents)
     res = SearchResult(runner.engine.name, runner.scenario.name, budget, seed,
                        serial_orders=sum(len(v) for v in serial.values()))
     generating = True

@@ -18,7 +18,7 @@ harness does not express; it stays with the contract suites.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import toki
