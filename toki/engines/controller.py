@@ -275,18 +275,8 @@ class Controller:
             except BaseException as e:
                 agent.in_step = False
                 if busy is not None and busy(e):
-                    rec.status, rec.blocked = "busy", True
-                    with self._mutex:
-                        if rec.waited_from is None:
-                            rec.waited_from = rec.seq
-                        agent.busy_at, agent.deliver_busy = self._progress, False
-                        self._stop_and_wait(agent)
-                        agent.busy_at = None
-                        if agent.deliver_busy:
-                            rec.status = "error"
-                            rec.error = "SQLITE_BUSY (every agent blocked: the busy timeout ran out)"
-                            rec.completed = len(self.grants) - 1
-                            raise
+                    if self._busy(agent, rec, e):
+                        raise
                     continue
                 rec.status, rec.error = "error", f"{type(e).__name__}: {e}"
                 self._completed(agent, rec)
@@ -318,17 +308,8 @@ class Controller:
             except BaseException as e:
                 agent.in_step = False
                 if busy is not None and busy(e):
-                    rec.status, rec.blocked = "busy", True
-                    with self._mutex:
-                        if rec.waited_from is None:
-                            rec.waited_from = rec.seq
-                        agent.busy_at, agent.deliver_busy = self._progress, False
-                        self._stop_and_wait(agent)
-                        agent.busy_at = None
-                        if agent.deliver_busy:
-                            rec.status, rec.error = "error", f"{type(e).__name__}: busy, and every agent blocked"
-                            rec.completed = len(self.grants) - 1
-                            raise
+                    if self._busy(agent, rec, e):
+                        raise
                     continue
                 rec.status, rec.error = "error", f"{type(e).__name__}: {e}"
                 self._completed(agent, rec)
@@ -337,6 +318,23 @@ class Controller:
             rec.status = "ok"
             self._completed(agent, rec)
             return result
+
+    def _busy(self, agent: _Agent, rec: StepRecord, e: BaseException) -> bool:
+        """The call was answered busy: wait until another agent has progressed. True when every
+        agent is blocked and this one is the victim (it gets the error, as a busy timeout would
+        give it); False when the call should be re-issued."""
+        rec.status, rec.blocked = "busy", True
+        with self._mutex:
+            if rec.waited_from is None:
+                rec.waited_from = rec.seq
+            agent.busy_at, agent.deliver_busy = self._progress, False
+            self._stop_and_wait(agent)
+            agent.busy_at = None
+            if agent.deliver_busy:
+                rec.status = "error"
+                rec.error = f"{type(e).__name__}: busy, and every agent blocked (the busy timeout ran out)"
+                rec.completed = len(self.grants) - 1
+            return agent.deliver_busy
 
     def _stop_and_wait(self, agent: _Agent) -> None:
         """Mutex held. ``agent`` stops at its pending step; decide who runs; wait for our grant."""
