@@ -103,6 +103,10 @@ def cell(engine, anomaly: str, *, budget: int, trials: int, seed: int, witness_d
         row["scenarios"].append(sc.name)
         with TrialRunner(engine, sc) as runner:
             runner.serial_outcomes()
+            if runner.silent:  # told nothing: the cell cannot read "excludes"
+                row.update(verdict="unverifiable", reason=f"{engine.name}'s read-out is empty in every serial order "
+                           f"of {sc.name}: nothing to judge (make state() return what the engine stores)")
+                return row
             design = [(order, trace, out, runner.by_design(out)) for order, trace, out in runner.serial_runs]
             design = [(o, t, out, [f for f in fs if f.split(":", 1)[0] == anomaly]) for o, t, out, fs in design]
             by_design = [d for d in design if d[3]]
@@ -201,7 +205,7 @@ def merge(docs: list[dict], args, out) -> dict:
 
 
 def _mark(r: dict) -> str:
-    v = {"admits": "A", "excludes": "X", "abstains": "-"}[r["verdict"]]
+    v = {"admits": "A", "excludes": "X", "abstains": "-", "unverifiable": "?"}[r["verdict"]]
     return v + ("*" if r.get("executed") == "model" else "")
 
 

@@ -102,3 +102,15 @@ def test_certify_on_a_cluster_gives_the_in_process_verdicts():
         return [{k: v for k, v in d.items() if k != "elapsed_s"} for d in json.loads(out)["verdicts"]]
 
     assert verdicts("--cluster", "local:2") == verdicts()
+
+
+def test_a_verdict_cell_told_nothing_is_unverifiable_not_excludes(tmp_path):
+    import dataclasses
+
+    from tests import toy_engine
+    from toki.experiments.verdicts import cell
+
+    eng = toy_engine.counter_silent()
+    eng.scenarios = {k: dataclasses.replace(s, anomalies=("lost-update",)) for k, s in eng.scenarios.items()}
+    row = cell(eng, "lost-update", budget=5, trials=2, seed=0, witness_dir=tmp_path)
+    assert row["verdict"] == "unverifiable" and "empty" in row["reason"]
