@@ -15,8 +15,8 @@ import json
 import os
 import time
 
-from toki.check import composition as cm
 from toki.cluster import Cluster, shards_of
+from toki.matrix import composition as cm
 from toki.runinfo import provenance
 
 

@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from toki.cli.render import emit_json, table
+from toki.render import emit_json, table
 from toki.db.server import resolve
 from toki.db.store import COLUMNS, Store
 from toki.model import SENTINEL, Fact

@@ -81,13 +81,9 @@ def _run_shard(name: str, options: dict) -> dict:
 
 def run_on_cluster(name: str, mod, args, out, cluster_spec) -> tuple[dict, dict]:
     """Run a shardable experiment on a cluster; returns (merged document, cluster description)."""
-    import sys
-
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from toki.cluster import Cluster
     from toki.errors import ConfigError
+    from toki.render import progress
 
     if not shardable(mod):
         raise ConfigError(f"experiment {name} does not split into shards, so --cluster has nothing to spread",
@@ -96,11 +92,10 @@ def run_on_cluster(name: str, mod, args, out, cluster_spec) -> tuple[dict, dict]
     items = [v.strip() for v in str(getattr(args, option)).split(",") if v.strip()]
     base = {k: v for k, v in vars(args).items() if not callable(v) and k != "cluster"}
     shards = [dict(base, **{option: item}) for item in items]
-    bar = Progress(TextColumn(f"{name} on the cluster"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=Console(file=sys.stderr), transient=True, disable=not sys.stderr.isatty())
+    bar = progress()
     with Cluster(cluster_spec) as cl, bar:
         info = cl.describe()
-        task = bar.add_task(name, total=len(shards))
+        task = bar.add_task(f"{name} on the cluster", total=len(shards))
         docs = cl.map(_shard_call, [(name, s) for s in shards], on_result=lambda i, d: bar.advance(task))
     return mod.merge(docs, args, out), info
 

@@ -1,4 +1,4 @@
-"""The hot-row workload behind ``serializable-pilot`` and ``multi-writer`` (SPEC §8).
+"""The hot-row workload behind ``serializable-pilot`` and ``multi-writer`` (docs/tables/index.md).
 
 One (subject, predicate) slot of ``agent_memory`` holds one current fact: the hot partition.
 Its confidence is a counter. A writer reads the slot, keeps the confidence it saw (in a

@@ -1,4 +1,4 @@
-"""Agent races on agent_memory: the independent reproduction of SPEC §8, naive vs guarded writer.
+"""Agent races on agent_memory: the independent reproduction of docs/tables/index.md, naive vs guarded writer.
 
 Two agents both read the slot before either writes (the barrier is the schedule order, run by
 the barrier-controlled runner on one lane; no sleeps), then write, then commit, ``--runs``
@@ -21,13 +21,13 @@ Writers:
 * ``naive``: "close then insert", as the reproduction did: ``update ... set
   system_time_end`` on the row it read (by primary key, no check of what the update did), then
   ``insert`` the new version; a cleanup agent only closes the value it retires.
-* ``toki``: the guarded write path of SPEC §4 (``toki.db.store.WriteTxn``) as op steps: read
+* ``toki``: the guarded write path (docs/design.md#the-write-path; ``toki.db.store.WriteTxn``) as op steps: read
   candidates, write (a close or a provenance merge that affects zero rows means a concurrent
   writer got there first: re-read), commit. A cleanup agent runs the n-ary ⊕t fold over the
   slot (``Store.begin_consolidate``): both agents pick the same winner, so they close the same
   loser and the second finds the work done.
 
-Published (SPEC §8, PostgreSQL 17, naive writer, 50 runs): READ COMMITTED 50/50 occurs,
+Published (docs/tables/index.md, PostgreSQL 17, naive writer, 50 runs): READ COMMITTED 50/50 occurs,
 50/50 two current values, 50/50 zero current values; REPEATABLE READ 50/50 one aborts,
 50/50 one aborts, 50/50 zero current values; SERIALIZABLE 50/50 one aborts in each (40001).
 """
@@ -36,19 +36,19 @@ from __future__ import annotations
 
 from collections import Counter
 
-from toki.cli.render import table
+from toki.render import table
 from toki.db.server import resolve
 from toki.errors import ConfigError
 from toki.sched import Runner, Schedule, Step
 
 NAME = "agent-races"
-TABLE = "SPEC §8 independent reproduction: lost update, double supersede, cleanup write skew at RC/RR/SR"
+TABLE = "docs/tables/index.md independent reproduction: lost update, double supersede, cleanup write skew at RC/RR/SR"
 
 SCENARIOS = ("lost-update", "double-supersede", "cleanup-write-skew")
 WRITERS = ("naive", "toki")
 LEVELS = ("read-committed", "repeatable-read", "serializable")
 
-# What SPEC §8 reports for the naive writer: (runs with the anomaly, runs with one agent aborted)
+# What docs/tables/index.md reports for the naive writer: (runs with the anomaly, runs with one agent aborted)
 PUBLISHED = {
     ("lost-update", "read-committed"): (50, 0), ("double-supersede", "read-committed"): (50, 0),
     ("cleanup-write-skew", "read-committed"): (50, 0),
@@ -249,7 +249,7 @@ def run(args, out) -> dict:
                 if (c["anomalies"], c["one_aborted"]) != want:
                     mismatches.append({"scenario": s, "level": level, "published": published_text(s, level),
                                        "measured": cell_text(c)})
-        out.write("naive writer vs SPEC §8: " + ("every cell reproduces the published table\n" if not mismatches
+        out.write("naive writer vs docs/tables/index.md: " + ("every cell reproduces the published table\n" if not mismatches
                   else f"{len(mismatches)} cell(s) differ: {mismatches}\n"))
     return {"experiment": NAME, "runs": args.runs, "backend": server.describe(), "cells": cells,
             "published": {f"{s}|{lvl}": published_text(s, lvl) for (s, lvl) in PUBLISHED},

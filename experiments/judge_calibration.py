@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import random
 
-from toki.cli.render import table
+from toki.render import table
 from toki.judges import disagreement, local_judge_study, temper
 
 NAME = "judge-calibration"
-TABLE = "2p(1-p) calibration: 30 cells, mean absolute deviation 0.017, max 0.111, R² 0.98 (SPEC §8)"
+TABLE = "2p(1-p) calibration: 30 cells, mean absolute deviation 0.017, max 0.111, R² 0.98 (docs/tables/index.md)"
 
 PUBLISHED = {"cells": 30, "mad": 0.017, "max": 0.111, "r2": 0.98, "deterministic": 17,
              "pooled_observed_t1": 0.0797, "pooled_predicted_t1": 0.0921}

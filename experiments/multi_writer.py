@@ -26,7 +26,7 @@ import random
 import statistics
 import time
 
-from toki.cli.render import table
+from toki.render import table
 from toki.db.server import resolve
 from toki.experiments import _hot_row as hr
 from toki.levels import Isolation
@@ -34,10 +34,10 @@ from toki.sched import Runner
 
 NAME = "multi-writer"
 TABLE = ("PostgreSQL multi-writer lost update, w in {1,2,4,8,16} x {RC, RR, SR}, 30 runs: admit and abort "
-         "rates, commits/s; then bounded retry with backoff (SPEC §8)")
+         "rates, commits/s; then bounded retry with backoff (docs/tables/index.md)")
 
 WRITERS = (1, 2, 4, 8, 16)
-#: SPEC §8, "same harness, throughput (commits/s)"
+#: docs/tables/index.md, "same harness, throughput (commits/s)"
 PUBLISHED_COMMITS_PER_S = {
     "read-committed": {1: 6.76, 2: 13.92, 4: 26.26, 8: 42.07, 16: 44.81},
     "repeatable-read": {1: 7.13, 2: 6.99, 4: 6.72, 8: 5.03, 16: 3.07},
@@ -46,7 +46,7 @@ PUBLISHED_COMMITS_PER_S = {
 
 
 def published_rates(level: Isolation, w: int) -> dict:
-    """SPEC §8: RC admits 1.00 for w >= 2 with no aborts; RR and SR admit 0 aborting (w-1)/w."""
+    """docs/tables/index.md: RC admits 1.00 for w >= 2 with no aborts; RR and SR admit 0 aborting (w-1)/w."""
     if level == Isolation.RC:
         return {"admit_rate": 1.0 if w >= 2 else 0.0, "abort_rate": 0.0}
     return {"admit_rate": 0.0, "abort_rate": round((w - 1) / w, 4)}

@@ -7,13 +7,13 @@ differs):
 
 * reference ``toki-keyed-log``: TOKI's write path (⊕?, :class:`toki.db.store.Store` on
   PostgreSQL). Between trials the memory rows are deleted and the ``judge_log`` is kept, as it
-  would be when an agent re-processes the same conflict. Step 5 of SPEC §4 reads the log before
+  would be when an agent re-processes the same conflict. Step 5 of the write path (docs/design.md#the-write-path) reads the log before
   calling the judge, so only the first trial of a seed calls the judge; the count of
   disagreements is measured from the stored winners, and it is zero because the log returns the
   same vote, not because anything is asserted.
 * ``toki-no-log``: the same write path on the same database with the log emptied before every
   trial (what TOKI would be without its log).
-* four log-less engines modelled after their public write paths (SPEC §9), simulated in memory:
+* four log-less engines modelled after their public write paths (docs/tables/verdicts.md), simulated in memory:
   nothing is logged, so every trial asks the judge again.
   ``mem0-v3-like``: ADD only with MD5 dedup, both facts stay current, the answering LLM picks one
   at read time (shown in retrieval order: the incumbent first);
@@ -36,12 +36,12 @@ import math
 import random
 from datetime import datetime
 
-from toki.cli.render import table
+from toki.render import table
 from toki.judges import FixtureJudge, SimulatedJudge, disagreement, local_judge_study, temper
 from toki.model import Fact
 
 NAME = "n1-replay"
-TABLE = "N1 replay: keyed-log reference vs five log-less variants, 245 consecutive pairs over 5 seeds (SPEC §8)"
+TABLE = "N1 replay: keyed-log reference vs five log-less variants, 245 consecutive pairs over 5 seeds (docs/tables/index.md)"
 
 PUBLISHED = {"reference_disagreements": 0, "pairs": 245, "variant_rate_min": 0.167, "variant_rate_max": 0.204}
 

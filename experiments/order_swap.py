@@ -21,7 +21,7 @@ OpenAI-compatible server instead of the fixture.
 
 from __future__ import annotations
 
-from toki.cli.render import table
+from toki.render import table
 from toki.judges import local_judge_study
 
 NAME = "order-swap"

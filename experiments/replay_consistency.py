@@ -1,6 +1,6 @@
 """Replay consistency C(t): the chance that t re-queries of one conflict all return the same winner.
 
-For a judge that answers position A with probability p, C(t) = p^t + (1-p)^t (SPEC §5). Over the
+For a judge that answers position A with probability p, C(t) = p^t + (1-p)^t (docs/design.md#judges). Over the
 wobbling cells of the calibrated local-judge fixture (``--cells wobbling``, default; ``all`` for
 the 72 cells) the experiment measures, for t = 1..``--tmax``:
 
@@ -17,11 +17,11 @@ t = 3" and the local-judge C(2) = 0.685 cannot describe the same cells.
 
 from __future__ import annotations
 
-from toki.cli.render import table
+from toki.render import table
 from toki.judges import consistency, judge_key, local_judge_study
 
 NAME = "replay-consistency"
-TABLE = "C(t) = E[p^t + (1-p)^t], t = 1..24, with and without the keyed log (paper Fig. 6, SPEC §8)"
+TABLE = "C(t) = E[p^t + (1-p)^t], t = 1..24, with and without the keyed log (paper Fig. 6, docs/tables/index.md)"
 
 PUBLISHED = {"below_half_by_t": 3, "c24": 0.06, "with_log": 1.0,
              "local_judge_wobbling": {"2": 0.685, "10": 0.180, "24": 0.045}}

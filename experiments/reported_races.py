@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from toki.cli.render import table
+from toki.render import table
 from toki.errors import TokiError
 
 NAME = "reported-races"

@@ -1,6 +1,6 @@
 """The PostgreSQL SERIALIZABLE pilot: one hot partition, 12 writes per run, 3 runs, 1/2/4 writers.
 
-Published (SPEC §8): commits 36 / 18 / 11 at 1 / 2 / 4 writers. Each write reads the hot
+Published (docs/tables/index.md): commits 36 / 18 / 11 at 1 / 2 / 4 writers. Each write reads the hot
 partition of ``agent_memory`` and writes back the confidence it saw plus one step
 (``experiments/_hot_row.py``); aborted writes are not retried (the pilot counts commits).
 
@@ -24,14 +24,14 @@ import math
 import os
 import random
 
-from toki.cli.render import table
+from toki.render import table
 from toki.db.server import resolve
 from toki.experiments import _hot_row as hr
 from toki.levels import Isolation
 from toki.sched import Runner
 
 NAME = "serializable-pilot"
-TABLE = "PostgreSQL SERIALIZABLE pilot, one hot partition, 12 writes x 3 runs: commits 36 / 18 / 11 (SPEC §8)"
+TABLE = "PostgreSQL SERIALIZABLE pilot, one hot partition, 12 writes x 3 runs: commits 36 / 18 / 11 (docs/tables/index.md)"
 PUBLISHED_COMMITS = {1: 36, 2: 18, 4: 11}
 
 

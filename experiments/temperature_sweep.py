@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import random
 
-from toki.cli.render import table
+from toki.render import table
 from toki.judges import disagreement, local_judge_study, temper
 
 NAME = "temperature-sweep"
-TABLE = "Temperature sweep 0.5 / 1.0 / 1.5: reference 0.000, stripped (no log) 0.32-0.34 (SPEC §8)"
+TABLE = "Temperature sweep 0.5 / 1.0 / 1.5: reference 0.000, stripped (no log) 0.32-0.34 (docs/tables/index.md)"
 
 PUBLISHED = {"reference": 0.0, "stripped_min": 0.32, "stripped_max": 0.34, "temperatures": [0.5, 1.0, 1.5]}
 

@@ -11,11 +11,11 @@ runner on one lane (state reset before every run), ``--runs`` times per level:
   (only when it saw at least two). Admitted: no current value is left.
 * ``P3`` phantom, predicate-write form: no active ⊕c policy exists for a conflict set; T1 and
   T2 both read "no active policy" and both insert one. Admitted: two active policies.
-* ``P3-reread`` phantom, re-read form (SPEC §6 note): T1 counts active policies, T2 inserts one
+* ``P3-reread`` phantom, re-read form (docs/design.md#anomalies-and-guards note): T1 counts active policies, T2 inserts one
   and commits, T1 counts again. Admitted: the two counts differ. On PostgreSQL REPEATABLE READ
   the re-read sees T1's snapshot, so this form does not show there.
 
-Published (SPEC §8): A5A RC 1, RR/SR 0; A5B RC and RR 1, SR 0 aborting half; P3 RC and RR 1,
+Published (docs/tables/index.md): A5A RC 1, RR/SR 0; A5B RC and RR 1, SR 0 aborting half; P3 RC and RR 1,
 SR 0. The re-read form of P3 has no published row.
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from toki.cli.render import table
+from toki.render import table
 from toki.db.server import resolve
 from toki.errors import ConfigError, DatabaseError
 from toki.experiments import _hot_row as hr
@@ -32,7 +32,7 @@ from toki.levels import Isolation, Level
 from toki.sched import Runner, Schedule, Step
 
 NAME = "two-writer"
-TABLE = "Two-writer companions: A5A, A5B and P3 at read-committed, repeatable-read, serializable (SPEC §8)"
+TABLE = "Two-writer companions: A5A, A5B and P3 at read-committed, repeatable-read, serializable (docs/tables/index.md)"
 
 _OPEN = "row_kind = 'current' and system_time_end = '9999-12-31'"
 _SLOT = f"subject = 'patient:12' and predicate = 'prescribed' and {_OPEN}"
@@ -55,7 +55,7 @@ class Case:
     claim: str
     schedule: Schedule
     admitted: Callable  # RunResult -> bool
-    published: dict  # level cli name -> (admit rate, abort rate or None when SPEC §8 gives none)
+    published: dict  # level cli name -> (admit rate, abort rate or None when docs/tables/index.md gives none)
 
 
 def _rows(result, index: int) -> list:

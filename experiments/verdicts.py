@@ -13,7 +13,7 @@ any a system's scenarios add). A cell is executed, never transcribed:
 * every "admits" has a witness file that ``toki certify --replay`` re-executes;
 * a system with no scenario for an anomaly abstains, with the reason.
 
-The paper's cells (SPEC: Table 4, several transcribed from design, not executed) are printed
+The paper's cells (its Table 4, several transcribed from design, not executed) are printed
 beside the measured ones; a difference is reported with its witness.
 """
 
@@ -23,7 +23,7 @@ import random
 import time
 from pathlib import Path
 
-from toki.cli.render import table
+from toki.render import table
 from toki.errors import ConfigError, TokiError
 
 NAME = "verdicts"
@@ -150,9 +150,9 @@ def run(args, out) -> dict:
         Path(json_path).parent / "witnesses" if json_path else Path("results") / NAME / "witnesses")
     base.mkdir(parents=True, exist_ok=True)
     rows, t0 = [], time.perf_counter()
-    from toki.cli.certify_engine import _progress
+    from toki.render import progress
 
-    with _progress(len(systems), NAME) as bar:
+    with progress() as bar:
         task = bar.add_task("verdicts", total=len(systems))
         for name in systems:
             info = ENGINES[name]

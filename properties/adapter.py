@@ -17,7 +17,7 @@ the suites give it (its own connection, in its own transaction)::
         def commit(self): self.conn.execute("commit")
         def rollback(self): self.conn.execute("rollback")
 
-The suites speak TOKI's schema: the engine keeps its memory in ``agent_memory`` (SPEC §2,
+The suites speak TOKI's schema: the engine keeps its memory in ``agent_memory`` (docs/design.md#the-papers-data-model,
 created in the run's schema, which is the connection's search path), reads ⊕? callbacks from
 ``callback_log`` and ⊕c policies from ``policy``, and returns from ``write`` a
 :class:`toki.db.store.WriteOutcome` (``action``, ``winner_id``, ``loser_id``, ``at``). An engine
@@ -65,7 +65,7 @@ class WritePathAdapter(Protocol):
 
 
 class TokiWritePath:
-    """TOKI's own write path (SPEC §4, :class:`toki.db.store.WriteTxn`) as an adapter.
+    """TOKI's own write path (docs/design.md#the-write-path, :class:`toki.db.store.WriteTxn`) as an adapter.
 
     The suites run it through the schedule format's op steps, so its witnesses are plain
     schedule files with ``op = "begin"``, ``"read_candidates"``, ``"judge"``, ... steps.

@@ -1,6 +1,6 @@
 """Contract suites: each operator's exposed anomaly, searched over interleavings of its write path.
 
-SPEC §3 gives each operator an isolation precondition and the anomaly it admits when the
+docs/design.md#the-four-operators gives each operator an isolation precondition and the anomaly it admits when the
 precondition is weakened:
 
 ========  ============  ==========================================================
@@ -43,15 +43,16 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
-from toki.check import memory
 from toki.db import schema as dbschema
 from toki.db.store import COLUMNS, Row
 from toki.errors import ConfigError
 from toki.levels import MATRIX_LEVELS, PRECONDITION, Isolation, Level, parse_level
+from toki.matrix import memory
 from toki.model import SENTINEL, Fact
 from toki.operators import OPERATORS
 from toki.provenance import Carrier
-from toki.sched.runner import Lane, RunResult, Runner
+from toki.sched.results import RunResult
+from toki.sched.runner import Lane, Runner
 from toki.sched.schedule import Expect, Schedule, Step, to_toml
 
 from .adapter import RecordingConnection, TokiWritePath, load_adapter
@@ -300,7 +301,7 @@ def detect(operator: str, rows: Sequence[Row], outcomes: dict[str, object], *, p
     ``policies`` rows (set_key, chosen_index, active, policy_id); ``callbacks`` rows
     (request_hash, chosen_index, status); ``confirmed_before_write`` says per agent whether the
     confirmer had committed before the agent's write began (a confirmation that arrives later
-    cannot bind it; when no confirmation exists ⊕? may fall back to the judge, SPEC §4 step 5).
+    cannot bind it; when no confirmation exists ⊕? may fall back to the judge, docs/design.md#the-write-path step 5).
     """
     found: list[str] = []
     if operator == "lww":

@@ -23,10 +23,10 @@ from datetime import timedelta
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from toki.check import memory
 from toki.db.store import SchemaMode, Store
 from toki.errors import WriteRefused
 from toki.judges.base import SimulatedJudge
+from toki.matrix import memory
 from toki.model import SENTINEL, Fact
 from toki.operators import OPERATORS
 from toki.provenance import Carrier

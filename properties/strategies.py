@@ -262,7 +262,7 @@ def judge_fixtures(draw, *, pairs: int | None = None, ids: Sequence[tuple[str, s
 
 
 def fixture_stats(table: Mapping[tuple[str, str], float]) -> dict:
-    """What SPEC §8 reports about a judge, computed from its table (no sampling)."""
+    """What docs/tables/index.md reports about a judge, computed from its table (no sampling)."""
     cells = list(table.values())
     wob = [p for p in cells if 0.05 < p < 0.95]
     flips = favour_a = 0
@@ -288,7 +288,7 @@ def fixture_stats(table: Mapping[tuple[str, str], float]) -> dict:
 
 
 def local_judge_preset(seed: int = 42) -> JudgeFixture:
-    """The fixture calibrated to the local-judge study of SPEC §8 (36 pairs, 72 cells).
+    """The fixture calibrated to the local-judge study of docs/tables/index.md (36 pairs, 72 cells).
 
     Built by :func:`toki.judges.study.local_judge_study` (structure by construction: 19
     wobbling cells, 13 of 36 order flips at temperature 0; wobbling probabilities fitted to

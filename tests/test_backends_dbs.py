@@ -17,7 +17,7 @@ import pytest
 from _databases import duckdb_dsn, mysql_dsn, sqlite_dsn  # noqa: F401 - fixtures
 
 from toki.backends import ErrorKind, UnsupportedLevel, for_dsn
-from toki.backends.base import scheme_of
+from toki.backends.dsn import scheme_of
 from toki.cli import main
 from toki.db.server import resolve
 from toki.errors import ConfigError, ScheduleError

@@ -19,9 +19,10 @@ from toki.errors import ConfigError
 
 distributed = pytest.importorskip("distributed", reason="the cluster extra: pip install 'toki[cluster]'")
 
-from toki.check import composition as cm
-from toki.cluster import Cluster, close_worker_benches, parse, shards_of, worker_bench
+from toki.cluster import Cluster, parse, shards_of
 from toki.levels import MATRIX_LEVELS
+from toki.matrix import composition as cm
+from toki.matrix.cells import close_worker_benches, worker_bench
 
 # Fields that say how long a run took or where it ran; everything else must be identical.
 _VOLATILE = ("elapsed_s", "schedules_per_s", "seconds_per_cell", "provenance", "cluster", "workers")

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from toki.check import composition as cm
 from toki.cli import main
 from toki.errors import ConfigError
 from toki.levels import MATRIX_LEVELS, PRECONDITION, pipeline_guard
+from toki.matrix import composition as cm
 
 
 def test_the_grid_has_1364_pipelines_and_the_published_split():
@@ -49,7 +49,7 @@ def test_noise_expectation_compounds_per_stage():
 
 @pytest.fixture(scope="module")
 def bench():
-    from toki.cluster import close_worker_benches, worker_bench
+    from toki.matrix.cells import close_worker_benches, worker_bench
 
     yield worker_bench(None, 10.0, "composition")
     close_worker_benches()  # a lane holds up to a dozen connections: give them back

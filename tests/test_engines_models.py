@@ -288,7 +288,7 @@ def test_the_detectors_can_fail():
         assert r.by_design(out)  # N3 fires on a serial mem0 run; the comparator's stays empty
 
 
-# -- the reported races (SPEC §9) -----------------------------------------------------------------
+# -- the reported races (docs/tables/verdicts.md) -----------------------------------------------------------------
 
 EXPECTED = {"race": "reproduced", "clean-abort": "reproduced (clean abort)", "design": "reproduced (by design)",
             "judge-failure": "judge failure, not a race", "not-applicable": "not applicable"}

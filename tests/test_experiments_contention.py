@@ -160,7 +160,7 @@ def test_two_writer_reproduces_published_rows(toki_server, tmp_path):
     assert got[("A5B", "repeatable-read")] == (1.0, 0.0)
     assert got[("A5B", "serializable")] == (0.0, 0.5)
     assert got[("P3", "repeatable-read")][0] == 1.0 and got[("P3", "serializable")][0] == 0.0
-    # the re-read form of P3 does not show on PostgreSQL REPEATABLE READ (SPEC §6 note)
+    # the re-read form of P3 does not show on PostgreSQL REPEATABLE READ (docs/design.md#anomalies-and-guards note)
     assert got[("P3-reread", "read-committed")][0] == 1.0 and got[("P3-reread", "repeatable-read")][0] == 0.0
 
 

@@ -53,7 +53,7 @@ def test_sodamem_ingest_is_several_autocommitted_steps_and_a_kill_between_them_h
         commits = _points_between_commits(ef)
         assert len(commits) >= 3  # one ingest commits several times
         # After the commit that closes Berlin, before the one that inserts Rome: the slot has no
-        # current value (SPEC's "closed incumbent with no winner").
+        # current value ("a closed incumbent with no winner").
         close = next(i for i, lab in enumerate(labels) if lab.startswith("A: sql-write INSERT INTO fact_events"))
         r = ef.run("kill", next(c for c in commits if c > close) + 1)
         assert not r.survived

@@ -1,4 +1,4 @@
-"""Histories recorded by the runner's write-path runs (DESIGN §4.3) go straight into toki check:
+"""Histories recorded by the runner's write-path runs (docs/design.md#histories-and-toki-check-output) go straight into toki check:
 the unguarded double supersede is a lost update on the incumbent row; the guarded one is not."""
 
 from __future__ import annotations

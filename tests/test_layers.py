@@ -17,19 +17,20 @@ LAYERS = {
     "errors": 0,
     "__init__": 1,  # toki's facade re-exports the pure layer
     "model": 1, "provenance": 1, "operators": 1, "slots": 1,
+    "render": 1,  # tables and JSON output; imports nothing from toki
     "judges": 2,
     "levels": 3,
     "backends": 4,
     "runinfo": 4,
     "db": 5,
     "sched": 6,
-    "check": 7, "matrix": 7, "cluster": 7,
-    "engines": 8, "faults": 8,
+    "check": 7, "cluster": 7,
+    "matrix": 8, "engines": 8, "faults": 8,
     "verify": 9,
     "cli": 10,
 }
 # Packages installed under toki from other folders: properties/ beside the engines, experiments/
-# beside the command line that runs them (they compose the library and print with cli.render).
+# beside the command line that runs them (they compose the library and print with toki.render).
 ABOVE = {"properties": 9, "experiments": 10, "schedules": 0}
 
 
@@ -84,3 +85,98 @@ def test_imports_point_down_the_layers():
             if theirs is not None and mine is not None and theirs > mine:
                 bad.append(f"{path.relative_to(ROOT.parent)}:{line} (layer {mine}) imports {name} (layer {theirs})")
     assert not bad, "imports that point up the layers:\n" + "\n".join(bad)
+
+
+def _module_of(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("").parts
+    mod = rel if rel[0] == "toki" else ("toki", *rel)
+    return ".".join(mod[:-1] if mod[-1] == "__init__" else mod)
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the toki modules it imports (a ``from pkg import name`` counts as pkg.name when
+    that is a module, else as pkg)."""
+    paths = [p for p, _ in _sources()]
+    modules = {_module_of(p) for p in paths}
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        me = _module_of(path)
+        deps = graph.setdefault(me, set())
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("toki") and not node.level:
+                for a in node.names:
+                    sub = f"{node.module}.{a.name}"
+                    deps.add(sub if sub in modules else node.module)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name.startswith("toki."))
+        deps.discard(me)
+    return {m: {d for d in ds if d in modules} for m, ds in graph.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one member (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on, stack, out = set(), [], []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                elif nxt in on:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    m = stack.pop()
+                    on.discard(m)
+                    comp.append(m)
+                    if m == node:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_no_import_cycle_between_packages():
+    """Same-layer packages may import each other only one way (lazy imports count)."""
+    graph: dict[str, set[str]] = {}
+    for m, deps in _graph().items():
+        graph.setdefault(_top(m), set()).update(_top(d) for d in deps if _top(d) != _top(m))
+    graph.pop("__init__", None)  # the facade re-exports the pure layer; nothing imports it back
+    for deps in graph.values():
+        deps.discard("__init__")
+    assert not _cycles(graph), f"import cycles between toki's packages: {_cycles(graph)}"
+
+
+def test_no_import_cycle_between_modules():
+    assert not _cycles(_graph()), f"import cycles between toki's modules: {_cycles(_graph())}"
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

@@ -9,10 +9,10 @@ import random
 
 import pytest
 
-from toki.check import matrix as mx
-from toki.check.workloads import BUILDERS, PREDICATES, VARIANTS
 from toki.cli import main
 from toki.levels import MATRIX_LEVELS, Isolation, Level
+from toki.matrix import cells as mx
+from toki.matrix.workloads import BUILDERS, PREDICATES, VARIANTS
 from toki.sched.runner import Runner
 
 pytestmark = pytest.mark.db
@@ -30,7 +30,7 @@ def bench(toki_server):
 def test_witness_cell_matches_postgresql_behaviour(bench, predicate, level):
     cell = mx.run_cell(bench, predicate, level, trials=2, mode="witness", seed=7)
     expected = mx.expected_rate(predicate, level)
-    # Where PostgreSQL is known to differ from the paper's guard map (SPEC §6 notes), the
+    # Where PostgreSQL is known to differ from the paper's guard map (docs/design.md#anomalies-and-guards notes), the
     # variant rows must show the difference rather than hide it.
     if predicate == "P3-reread" and level.isolation == Isolation.SI:
         expected = 0.0  # RR re-reads see the snapshot

@@ -9,8 +9,8 @@ import json
 import pytest
 from _databases import duckdb_dsn, mysql_dsn, sqlite_dsn  # noqa: F401 - fixtures
 
-from toki.check import matrix as mx
 from toki.cli import main
+from toki.matrix import cells as mx
 
 
 def matrix(dsn: str, tmp_path, *extra: str) -> dict:

@@ -49,11 +49,11 @@ def test_contention_notebook_executes_against_fresh_results(toki_server, tmp_pat
     assert len(images) == 5  # pilot, admit/abort, commits/s, retry, two-writer
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "reproduced in 6 of 6 cells" in text
-    assert "mismatches with SPEC §8: none" in text
+    assert "mismatches with the published numbers: none" in text
 
 
 def test_notebook_reads_only_experiment_json():
-    """Notebooks draw; they never touch the database or recompute an experiment (DESIGN §4.5)."""
+    """Notebooks draw; they never touch the database or recompute an experiment (docs/design.md#experiment-results-json)."""
     nbformat = pytest.importorskip("nbformat")
     source = "\n".join(c.source for c in nbformat.read(NOTEBOOK, as_version=4).cells if c.cell_type == "code")
     for forbidden in ("psycopg", "toki.db", "toki.sched", "Runner", "resolve("):

@@ -1,4 +1,4 @@
-"""The four operators (SPEC §3): winners, audit records, n-ary folds, canonical order, errors."""
+"""The four operators (docs/design.md#the-four-operators): winners, audit records, n-ary folds, canonical order, errors."""
 
 from datetime import datetime, timedelta
 from functools import reduce

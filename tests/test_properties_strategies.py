@@ -110,6 +110,6 @@ def test_local_judge_preset_lands_on_the_published_structure():
     assert s["disagreement_t1_predicted"] == pytest.approx(PUBLISHED["disagreement_t1_predicted"], abs=1e-3)
     for t, want in PUBLISHED["wobbling_consistency"].items():
         assert s["wobbling_consistency"][t] == pytest.approx(want, abs=0.02), t
-    # measured by sampling the judge at temperature 1 (seeded): near 2p(1-p), as in SPEC §8
+    # measured by sampling the judge at temperature 1 (seeded): near 2p(1-p), as published (docs/tables/index.md)
     measured = ps.sampled_disagreement(fx, seed=7, rounds=120)
     assert measured == pytest.approx(s["disagreement_t1_predicted"], abs=0.015)

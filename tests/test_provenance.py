@@ -1,4 +1,4 @@
-"""Provenance carriers (SPEC §7): semiring laws, natural order, text round trip, Theorem 3."""
+"""Provenance carriers (docs/design.md#provenance): semiring laws, natural order, text round trip, Theorem 3."""
 
 from functools import reduce
 

@@ -1,4 +1,4 @@
-"""The agent-races experiment with few runs: JSON shape, the naive writer's SPEC §8 table,
+"""The agent-races experiment with few runs: JSON shape, the naive writer's docs/tables/index.md table,
 and what the guarded writer does."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def test_agent_races_few_runs(tmp_path):
         assert set(c) >= {"scenario", "writer", "level", "runs", "anomalies", "one_aborted", "sqlstates",
                           "current_values"}
         assert sum(c["current_values"].values()) == 3
-    # the naive writer reproduces SPEC §8 (scaled to 3 runs)
+    # the naive writer reproduces docs/tables/index.md (scaled to 3 runs)
     assert doc["naive_matches_published"] is True and doc["mismatches"] == []
     ds = cells[("double-supersede", "naive", "read-committed")]
     assert ds["anomalies"] == 3 and ds["current_values"] == {"2": 3}

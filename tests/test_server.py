@@ -1,4 +1,4 @@
-"""Server resolution, run schemas, garbage collection, and surviving a killed run (DESIGN §3)."""
+"""Server resolution, run schemas, garbage collection, and surviving a killed run (docs/design.md#decisions)."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""The store and the write path of SPEC §4 on a real PostgreSQL (embedded, or TOKI_DSN)."""
+"""The store and the write path (docs/design.md#the-write-path) on a real PostgreSQL (embedded, or TOKI_DSN)."""
 
 import threading
 import time

@@ -13,7 +13,7 @@ def test_derived_matrix_equals_the_guard_map():
     assert "unknown" not in {s for row in derived.values() for s in row.values()}
     report = compare.three_way(derived)
     assert report["disagreements"] == []
-    assert sum(s == "admitted" for row in derived.values() for s in row.values()) == 22  # SPEC §8: 22 of 54
+    assert sum(s == "admitted" for row in derived.values() for s in row.values()) == 22  # docs/tables/index.md: 22 of 54
 
 
 def test_axioms_and_predicates_never_see_the_guard_map():

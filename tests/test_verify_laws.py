@@ -67,6 +67,6 @@ def test_pipelines_table10_and_theorem4():
         "pipeline.theorem4": PROVED, "pipeline.table10": PROVED, "pipeline.audit-row": PROVED}
     extra = results["pipeline.table10"][1].extra
     assert extra["pipelines"] == 1364 == 4 + 16 + 64 + 256 + 1024
-    # SPEC §8's composition grid split, recomputed from the join (not copied): 2,219 / 5,965
+    # the published composition grid's split (docs/tables/composition-grid.md), recomputed from the join (not copied): 2,219 / 5,965
     assert (extra["cells_at_or_above"], extra["cells_below"]) == (2219, 5965)
     assert sum(extra["join_counts"].values()) == 1364

@@ -65,7 +65,7 @@ def test_two_cleanup_agents_folding_a_slot_leave_one_value(runner, level):
 def test_consolidate_writes_one_audit_row_per_loser_dominating_all(toki_store):
     from datetime import datetime
 
-    from toki.check.memory import audit_erasure
+    from toki.matrix.memory import audit_erasure
 
     for i, obj in enumerate(["a", "b", "c"]):
         toki_store.conn.execute(ROW.format(fid=f"f{i}", obj=obj, t=f"2026-03-0{i + 1}", prov=f"x_f{i}"))
@@ -95,7 +95,7 @@ def test_a_newcomer_that_confirms_one_value_and_contradicts_another_is_refused(t
 @pytest.mark.parametrize("slot_lock", [False, True])
 def test_empty_slot_phantom_at_si_needs_the_slot_lock(runner, slot_lock):
     """⊕p at SI (its precondition): two writers both find the slot empty and both insert.
-    SPEC §4's write path lets it through; the opt-in slot lock serialises them."""
+    the paper's write path (docs/design.md#the-write-path) lets it through; the opt-in slot lock serialises them."""
     def begin(agent, fid, obj, conf):
         fact = dict(_fact(fid, obj, f"x_{fid}"), confidence=conf)
         return Step(agent, op="begin", args={"fact": fact, "operator": "evi", "slot_lock": slot_lock})

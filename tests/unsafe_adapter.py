@@ -3,7 +3,7 @@
 Both follow the adapter protocol (toki.properties.adapter) and keep their memory in TOKI's
 ``agent_memory`` table. They resolve by last-writer-wins.
 
-* :func:`unsafe` is how many memory engines write (SPEC §9): read the slot, decide, then close
+* :func:`unsafe` is how many memory engines write (docs/tables/verdicts.md): read the slot, decide, then close
   the old row and insert the new one without checking that the close took effect, and merge a
   duplicate's provenance from what was read. Under READ COMMITTED two agents superseding one
   row both "win" (the second close is lost: two current values) - a P4 lost update.

@@ -3,16 +3,31 @@
 The pure layer (facts, provenance, operators) is re-exported here; everything that touches a
 database lives under :mod:`toki.db` and above (the layers: docs/design.md; tests/test_layers.py
 checks that imports point one way).
+
+The re-exports and ``__version__`` are resolved on first use (PEP 562), so a command that needs
+neither (``toki check`` reads a history and exits) does not pay for importlib.metadata and the
+model module at start-up.
 """
 
-from importlib.metadata import PackageNotFoundError, version as _version
-
-try:
-    __version__ = _version("toki")
-except PackageNotFoundError:  # running from a checkout that was never installed
-    __version__ = "0.0.0+checkout"
-
-from toki.errors import TokiError  # noqa: E402
-from toki.model import SENTINEL, Allen, Fact, Period  # noqa: E402
+from toki.errors import TokiError
 
 __all__ = ["SENTINEL", "Allen", "Fact", "Period", "TokiError", "__version__"]
+_MODEL = ("SENTINEL", "Allen", "Fact", "Period")
+
+
+def __getattr__(name: str):
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("toki")
+        except PackageNotFoundError:  # running from a checkout that was never installed
+            value = "0.0.0+checkout"
+    elif name in _MODEL:
+        from toki import model
+
+        value = getattr(model, name)
+    else:
+        raise AttributeError(f"module 'toki' has no attribute {name!r}")
+    globals()[name] = value
+    return value

@@ -1,4 +1,7 @@
-"""Campaigns on a Dask cluster (``--cluster ADDRESS``): shards, worker lanes, lost workers.
+"""Campaigns on a Dask cluster (``--cluster ADDRESS``): shards, per-worker resources, lost workers.
+
+Layer 7: imports only ``toki.errors`` (and Dask, lazily); used by the matrix engine, the engine
+harness's command line and the experiments, which bring their own work to it.
 
 ``--cluster`` takes a Dask distributed scheduler address (``tcp://host:8786`` or ``host:8786``)
 or ``local:N`` for a LocalCluster of N worker processes on this machine (one thread each: a
@@ -11,7 +14,7 @@ back in plan order. Hence the same seed gives the same result document at local:
 on forty machines, apart from timings and the fields naming the cluster.
 
 Each worker process owns its lanes (a run schema and its connections, see
-:func:`worker_bench`) on its own server: the embedded PostgreSQL of the machine it runs on, or
+:func:`worker_local`) on its own server: the embedded PostgreSQL of the machine it runs on, or
 the ``--dsn`` the campaign was given. A worker that dies (killed, out of memory, machine lost)
 takes its lanes with it; the scheduler hands its shards to another worker, which re-runs them
 from their seeds, so a lost worker changes the elapsed time and nothing else. The schemas a
@@ -33,7 +36,7 @@ from typing import Any
 
 from toki.errors import ConfigError
 
-__all__ = ["Cluster", "ClusterSpec", "close_worker_benches", "parse", "worker_bench"]
+__all__ = ["Cluster", "ClusterSpec", "close_worker_locals", "parse", "shards_of", "worker_local"]
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ class Cluster:
                                   fix="start one there ('dask scheduler', then 'dask worker ADDRESS' on each "
                                       "machine) or use --cluster local:N") from None
         # Each worker closes its lanes when it leaves (a killed one cannot: toki db gc cleans up).
-        self.client.register_plugin(_LanePlugin(), name="toki-lanes")
+        self.client.register_plugin(_lane_plugin_class()(), name="toki-lanes")
         return self
 
     def __exit__(self, *exc) -> None:
@@ -158,52 +161,63 @@ class Cluster:
 
 # -- the worker's side ----------------------------------------------------------------------------
 
-_BENCHES: dict[tuple, Any] = {}
+_LOCALS: dict[tuple, Any] = {}
 
 
-def worker_bench(dsn: str | None, step_limit_s: float, tag: str = "matrix"):
-    """This process's lanes for a campaign (created on first use, kept for the next shards).
+def worker_local(key: tuple, make: Callable[[], Any]) -> Any:
+    """This process's resource for ``key`` (made on first use, kept for the next shards).
 
-    Works the same in a Dask worker, a ProcessPoolExecutor worker and the main process: the key
-    is (dsn, step limit, tag), so two campaigns in one process never share a lane.
+    A campaign's lanes (a run schema and its connections) are costly to open, so a worker keeps
+    them across shards. Works the same in a Dask worker, a ProcessPoolExecutor worker and the
+    main process; whatever ``make`` returns must have ``close()``, called when the worker ends.
     """
-    key = (dsn, float(step_limit_s), tag)
-    bench = _BENCHES.get(key)
-    if bench is None:
-        from toki.check.matrix import Bench
-        from toki.db.server import resolve
-        from toki.sched.runner import Runner
-
-        if not _BENCHES:
-            atexit.register(close_worker_benches)
+    res = _LOCALS.get(key)
+    if res is None:
+        if not _LOCALS:
+            atexit.register(close_worker_locals)
             # Pool workers leave through os._exit (no atexit); multiprocessing's finalizers do run.
             from multiprocessing.util import Finalize
 
-            Finalize(None, close_worker_benches, exitpriority=10)
-        bench = _BENCHES[key] = Bench(Runner(resolve(dsn), step_limit_s=step_limit_s, record_history=False))
-    return bench
+            Finalize(None, close_worker_locals, exitpriority=10)
+        res = _LOCALS[key] = make()
+    return res
 
 
-def close_worker_benches() -> None:
-    while _BENCHES:
-        _, bench = _BENCHES.popitem()
+def close_worker_locals(prefix: tuple = ()) -> None:
+    """Close this process's resources whose key starts with ``prefix`` (all by default)."""
+    for key in [k for k in _LOCALS if k[:len(prefix)] == prefix]:
         try:
-            bench.close()
+            _LOCALS.pop(key).close()
         except Exception:  # a lane whose server went away: nothing left to drop
             pass
 
 
-try:  # the plugin class needs distributed; without it, Cluster() already refuses
-    from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPluginBase
-except ImportError:  # pragma: no cover - the cluster extra is not installed
-    _WorkerPluginBase = object
+def _lane_plugin_class() -> type:
+    """The worker plugin that closes a worker's resources when it closes.
+
+    Made on first use: importing distributed costs 0.7 s, which a matrix run's pool workers (which
+    use :func:`worker_local` and no cluster) should not pay. Pickled by reference as
+    ``toki.cluster._LanePlugin``; the module's ``__getattr__`` makes it on a worker too.
+    """
+    cls = globals().get("_LanePlugin")
+    if cls is None:
+        from distributed.diagnostics.plugin import WorkerPlugin
+
+        class _LanePlugin(WorkerPlugin):
+            """Drops the worker's lanes (run schemas, connections) when the worker closes."""
+
+            def teardown(self, worker) -> None:
+                close_worker_locals()
+
+        _LanePlugin.__qualname__ = "_LanePlugin"  # so pickle finds it by name
+        cls = globals()["_LanePlugin"] = _LanePlugin
+    return cls
 
 
-class _LanePlugin(_WorkerPluginBase):
-    """Drops the worker's lanes (run schemas, connections) when the worker closes."""
-
-    def teardown(self, worker) -> None:
-        close_worker_benches()
+def __getattr__(name: str):
+    if name == "_LanePlugin":
+        return _lane_plugin_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def shards_of(items: Iterable, size: int) -> list[list]:

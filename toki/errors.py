@@ -1,7 +1,7 @@
 """One exception root for everything toki raises on purpose.
 
 Each class names a kind of problem; each message names the problem and how to fix it.
-Database errors keep their SQLSTATE (DESIGN §3: classify by SQLSTATE, never by message).
+Database errors keep their SQLSTATE (docs/design.md#decisions: classify by SQLSTATE, never by message).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Isolation levels x the callback axis, and how PostgreSQL spells them (SPEC §6, DESIGN §4.1).
+"""Isolation levels x the callback axis, and how PostgreSQL spells them (docs/design.md#anomalies-and-guards, docs/design.md#schedule-files-toml).
 
 TOKI's levels are RC, SI and SR (plus RU, which PostgreSQL runs as RC); each may carry the
 callback (``+cb``): the schedule holds an external callback read between the candidate read
@@ -90,7 +90,7 @@ def parse_level(text: str) -> Level:
 
 MATRIX_LEVELS = tuple(Level(i, cb) for i in (Isolation.RC, Isolation.SI, Isolation.SR) for cb in (False, True))
 
-# The operator preconditions of SPEC §3 (⊕c needs SR on the policy table).
+# The operators' preconditions (docs/design.md#the-four-operators; ⊕c needs SR on the policy table).
 PRECONDITION = {
     "lww": Level(Isolation.RC),
     "evi": Level(Isolation.SI),
@@ -100,7 +100,7 @@ PRECONDITION = {
 
 
 def pipeline_guard(operators) -> Level:
-    """The joined guard of a pipeline (SPEC §3): the join of its operators' preconditions.
+    """The joined guard of a pipeline (docs/design.md#the-four-operators): the join of its operators' preconditions.
 
     ``operators`` are codes of :data:`PRECONDITION` (lww, evi, await, rule), in pipeline order;
     the join is order-free, and ``toki prove`` checks it is the least upper bound (Table 10).

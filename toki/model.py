@@ -1,4 +1,4 @@
-"""Facts and closed-open periods (SPEC §2). Pure: no I/O.
+"""Facts and closed-open periods (docs/design.md#the-papers-data-model). Pure: no I/O.
 
 Periods are closed-open ``[start, end)``; the open upper bound is the sentinel 9999-12-31.
 Two facts contradict when they share subject and predicate, differ in object, and their valid

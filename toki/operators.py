@@ -1,4 +1,4 @@
-"""The four resolution operators of SPEC §3 as pure functions. They never touch storage.
+"""The four resolution operators (docs/design.md#the-four-operators) as pure functions. They never touch storage.
 
 Each binary operator takes two contradicting, stamped facts and returns a :class:`Resolution`:
 the winner (carrying the merged provenance p_w ⊕ p_l), the loser, and the audit record the

@@ -1,4 +1,4 @@
-"""Provenance semirings over write-event tokens X and trust/policy variables T (SPEC §7).
+"""Provenance semirings over write-event tokens X and trust/policy variables T (docs/design.md#provenance).
 
 Three carriers share one polynomial representation and differ in how they normalise:
 
@@ -249,7 +249,7 @@ def recover_erased(full: Poly, surviving: Poly) -> frozenset[str] | None:
     records fewer instances of it than ``full`` did (:meth:`Poly.instances`). Returns None when
     nothing can be recovered.
 
-    Theorem 3 (SPEC §7): one erased instance of x is recoverable from the polynomial alone iff
+    Theorem 3 (docs/design.md#provenance): one erased instance of x is recoverable from the polynomial alone iff
     x occurs at least twice (degree >= 2 in N[X,T]#), because only then does the surviving
     annotation still name x; and only the multidegree carrier always shows the missing instance:
     N[X,T] loses it whenever the instances were multiplied (x⊗x = x), B always.

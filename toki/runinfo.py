@@ -1,4 +1,4 @@
-"""How a result was made: commit, versions, backend, seed, options (DESIGN §3)."""
+"""How a result was made: commit, versions, backend, seed, options (docs/design.md#decisions)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ an error, reset a session. The schedule runner (``toki.sched``) and the engine h
 is chosen by the DSN's scheme (:func:`for_dsn`).
 """
 
-from toki.backends.base import Backend, Classified, ErrorKind, UnsupportedLevel, for_dsn, scheme_of
+from toki.backends.base import Backend, Classified, ErrorKind, UnsupportedLevel
+from toki.backends.dsn import for_dsn, scheme_of
 
 __all__ = ["Backend", "Classified", "ErrorKind", "UnsupportedLevel", "for_dsn", "scheme_of"]

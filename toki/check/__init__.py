@@ -1,6 +1,6 @@
-"""``toki.check``: an Elle-compatible checker for transactional histories, and (until it moves to a
-package of its own) the matrix engine. Layer 7: may import sched and below; used by engines,
-verify, cli, properties and experiments.
+"""``toki.check``: an Elle-compatible checker for transactional histories, and nothing else.
+Layer 7: imports only ``toki.errors`` (a history checker needs no database); used by the
+command line (``toki check``) and by anyone checking a Jepsen history from Python.
 
 Public API::
 
@@ -13,7 +13,8 @@ Public API::
 Inputs are Jepsen histories (a list of op maps, or a JSON / EDN file) for the list-append and
 rw-register workloads; names of anomalies and consistency models are Elle's
 (:mod:`toki.check.models` holds the lattice as data, with sources). The memory predicates of
-the testbed (N1, N2, N3) live in :mod:`toki.check.memory`.
+the testbed (N1, N2, N3), read off recorded outcomes rather than Jepsen histories, belong to
+the matrix engine (:mod:`toki.matrix.memory`).
 """
 
 from toki.check.core import check

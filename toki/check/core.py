@@ -56,9 +56,7 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
     anomalies = cm.validate_anomalies(anomalies or [])
     if isinstance(history, (str, Path)):
         t_load = t0  # the scanner reads the file a slice at a time: "parse" includes reading it
-        preloading = G.preload()  # scipy's import overlaps the reading (numpy releases the GIL)
         h = read(history, workload, fmt=fmt)
-        preloading.join()
     else:
         t_load = time.perf_counter()
         h = history if isinstance(history, History) else parse(history, workload)

@@ -1,4 +1,4 @@
-"""Jepsen histories (JSON or EDN) read into columns (DESIGN §4.3).
+"""Jepsen histories (JSON or EDN) read into columns (docs/design.md#histories-and-toki-check-output).
 
 A history is a list of op maps: ``type`` invoke/ok/fail/info, ``process``, ``f`` "txn",
 ``value`` a list of micro-ops ``[f, k, v]`` with f in r, w, append, and optional ``index`` and

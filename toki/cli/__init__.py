@@ -15,8 +15,17 @@ import importlib
 import sys
 from typing import TextIO
 
-from toki import __version__
 from toki.errors import TokiError
+
+
+class _Version(argparse.Action):
+    """``--version``, reading the installed version only when asked (importlib.metadata is slow)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import toki
+
+        print(f"toki {toki.__version__}")
+        parser.exit()
 
 # Order is the order shown in --help.
 COMMANDS = ("demo", "db", "run", "matrix", "experiment", "check", "gen", "prove", "certify", "engines", "faults")
@@ -33,7 +42,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="toki", description="Certify the isolation contracts of agent-memory write paths "
                      "on real databases (TOKI, arXiv 2606.06240).",
                      epilog="exit status: 0 ok, 1 a check or expectation failed, 2 bad input or no database")
-    parser.add_argument("--version", action="version", version=f"toki {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show toki's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         if only is not None and name != only:

@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from toki.cli import add_dsn_option
-from toki.cli.render import emit_json, table
+from toki.render import emit_json, table
 from toki.errors import ConfigError
 
 

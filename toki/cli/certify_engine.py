@@ -10,12 +10,11 @@ no check can pass), 2 on bad input.
 
 from __future__ import annotations
 
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from toki.cli.render import emit_json, table
+from toki.render import emit_json, progress, table
 from toki.errors import ConfigError
 
 
@@ -26,21 +25,13 @@ def _per_scenario(path: str | None, scenario: str, many: bool) -> Path | None:
     return p.with_name(f"{p.stem}.{scenario}{p.suffix}") if many else p
 
 
-def _progress(total: int, label: str):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(file=sys.stderr), transient=True, disable=not sys.stderr.isatty())
-
-
 def _server_for(engine, dsn):
     """Point an engine that keeps its memory in a database server at ``--dsn`` (else the default)."""
     if dsn and not hasattr(engine, "use_server"):
         raise ConfigError(f"engine {engine.name} keeps its memory in its own storage, not at a --dsn",
                           fix="drop --dsn for this engine")
     if hasattr(engine, "use_server"):
-        from toki.backends.base import scheme_of
+        from toki.backends.dsn import scheme_of
         from toki.db.server import resolve
 
         schemes = getattr(engine, "dsn_schemes", ("postgresql",))
@@ -137,14 +128,14 @@ def run_engine(args, out) -> int:
                 "witness": str(Path(args.witness).resolve()) if args.witness else None,
                 "png": str(Path(args.png).resolve()) if args.png else None,
                 "svg": str(Path(args.svg).resolve()) if args.svg else None}
-        with Cluster(args.cluster) as cl, _progress(len(names), "scenarios") as bar:
+        with Cluster(args.cluster) as cl, progress() as bar:
             task = bar.add_task(f"{engine.name} on {args.cluster}", total=len(names))
             verdicts = cl.map(_scenario_shard, names, spec, on_result=lambda i, r: bar.advance(task))
             cluster_info = cl.describe()
     else:
         verdicts = []
         for name in names:
-            with _progress(budget, name) as bar:
+            with progress() as bar:
                 verdicts.append(certify_scenario(engine, name, budget=budget, seed=args.seed,
                                                  step_limit=args.step_limit, witness=args.witness, png=args.png,
                                                  svg=args.svg, many=many, bar=bar))

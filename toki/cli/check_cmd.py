@@ -1,4 +1,4 @@
-"""``toki check FILE``: check a Jepsen history (JSON or EDN) the way Elle does (DESIGN §4.3).
+"""``toki check FILE``: check a Jepsen history (JSON or EDN) the way Elle does (docs/design.md#histories-and-toki-check-output).
 
 Exit status: 0 valid, 1 invalid or unknown (an empty transaction graph or a cycle search that
 ran out of time is never a pass), 2 bad input (the message names the op and what is wrong).
@@ -105,7 +105,7 @@ def _options(args) -> tuple[str, list | None, list | None]:
 
 
 def emit_json(obj, out, path: str | None = None) -> None:
-    """As toki.cli.render.emit_json (same text), without importing rich: a check's result is plain
+    """As toki.render.emit_json (same text), without importing rich: a check's result is plain
     data, and rich's import is a tenth of a small check's time."""
     import json
     from pathlib import Path
@@ -120,7 +120,7 @@ def emit_json(obj, out, path: str | None = None) -> None:
 
 
 def _human(res: dict, out) -> None:
-    from toki.cli.render import table
+    from toki.render import table
 
     v = res["valid"]
     out.write(f"valid: {str(v).lower() if isinstance(v, bool) else v}\n")

@@ -1,4 +1,4 @@
-"""``toki matrix --composition``: the composition grid (SPEC §8) on PostgreSQL, locally or on a cluster.
+"""``toki matrix --composition``: the composition grid (docs/tables/index.md) on PostgreSQL, locally or on a cluster.
 
 Kept apart from matrix_cmd.py so the 54-cell matrix's command stays as it was; matrix_cmd
 dispatches here when ``--composition`` is given.
@@ -11,17 +11,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from rich.console import Group
 from rich.live import Live
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
-from toki.cli.render import console, emit_json
+from toki.render import console, emit_json
+from toki.render import progress as bar
 from toki.errors import ConfigError
 
 # Pipelines per shard: a shard is a few seconds of work (one pipeline's six cells), small enough
@@ -45,7 +38,7 @@ def _summary_table(sm: dict, done: int, total: int) -> Table:
 
 
 def run(args, out, server, cluster_spec) -> int:
-    from toki.check import composition as cm
+    from toki.matrix import composition as cm
     from toki.runinfo import provenance
 
     if not server.is_postgres:
@@ -66,9 +59,8 @@ def run(args, out, server, cluster_spec) -> int:
     levels = cm.level_names()
     total_cells = len(pipes) * len(levels)
     con = console(out)
-    progress = Progress(TextColumn("[bold]toki matrix --composition[/]"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("schedules"), TimeElapsedColumn(), TimeRemainingColumn(), console=con)
-    task = progress.add_task("composition", total=total_cells * trials)
+    progress = bar(con, unit="schedules", eta=True)
+    task = progress.add_task("[bold]toki matrix --composition[/]", total=total_cells * trials)
     cells: list[dict] = []
 
     def view():
@@ -114,11 +106,11 @@ def run(args, out, server, cluster_spec) -> int:
                 t0 = time.perf_counter()  # the cluster's start-up is not the grid's time
                 cl.map(cm.shard, shards, trials, args.seed, noise, args.dsn, args.step_limit, on_result=shard_done)
         else:
-            from toki.check.matrix import default_workers
+            from toki.matrix.cells import default_workers
 
             workers = args.workers or default_workers(server)
             if workers <= 1:
-                from toki.cluster import worker_bench
+                from toki.matrix.cells import worker_bench
 
                 bench = worker_bench(args.dsn, args.step_limit, "composition")
                 for i, sh in enumerate(shards):

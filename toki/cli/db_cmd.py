@@ -7,7 +7,7 @@ says whether REPEATABLE READ runs with ``innodb_snapshot_isolation``.
 from __future__ import annotations
 
 from toki.cli import add_dsn_option
-from toki.cli.render import emit_json, table
+from toki.render import emit_json, table
 
 
 def register(sub) -> None:

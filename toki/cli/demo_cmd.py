@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from toki.cli import add_dsn_option
-from toki.cli.render import emit_json, table
+from toki.render import emit_json, table
 
 OPERATORS = ("lww", "evi", "await", "rule")
 MODES = ("audit_row", "dual_row", "base")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toki.cli.render import emit_json, table
+from toki.render import emit_json, table
 from toki.errors import TokiError
 
 

@@ -1,4 +1,4 @@
-"""``toki experiment NAME``: run one experiment, print its table, write its JSON (DESIGN §4.5).
+"""``toki experiment NAME``: run one experiment, print its table, write its JSON (docs/design.md#experiment-results-json).
 
 The experiment's own options are parsed only once NAME is known, so listing commands does not
 import every experiment (and the database and scheduler layers behind them).
@@ -10,7 +10,7 @@ import argparse
 import time
 
 from toki.cli import add_dsn_option
-from toki.cli.render import emit_json, table
+from toki.render import emit_json, table
 
 
 def register(sub) -> None:

@@ -15,12 +15,11 @@ Exit status: 0 every fault point survived, 1 some did not (or a replay reproduce
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 from toki.cli import add_dsn_option
-from toki.cli.render import emit_json, table
+from toki.render import emit_json, progress, table
 from toki.errors import ConfigError, TokiError
 
 KINDS = ("terminate", "ack-lost", "kill", "restart", "torn")
@@ -52,14 +51,6 @@ def _spread(points: list[int], n: int | None) -> list[int]:
     if n == 1:
         return [points[-1]]
     return sorted({points[round(i * (len(points) - 1) / (n - 1))] for i in range(n)})
-
-
-def _progress():
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(file=sys.stderr), transient=True, disable=not sys.stderr.isatty())
 
 
 def _validate(args) -> list[str]:
@@ -135,7 +126,7 @@ def _run_system(name: str, args, options: dict, witnesses: list, many: bool) -> 
         plan = [(c, k, p) for c in cases for k in sys_.kinds for p in _spread(sys_.points(c, k), args.max_points)]
         results = []
         t0 = time.perf_counter()
-        with _progress() as bar:
+        with progress() as bar:
             task = bar.add_task(f"faults {name}", total=len(plan))
             for c, k, p in plan:
                 results.append(sys_.run(c, k, p))

@@ -44,7 +44,7 @@ def run(args, out) -> int:
     writer = write_json if args.format == "json" else write_edn
     import json
 
-    from toki.cli.render import emit_json
+    from toki.render import emit_json
     from toki.runinfo import provenance
 
     # How the history was made goes next to it: a Jepsen history has no place for it inside.

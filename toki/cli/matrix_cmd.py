@@ -1,4 +1,4 @@
-"""``toki matrix``: the 54-cell anomaly matrix, variant rows and the N3 schema grid (DESIGN §4.4).
+"""``toki matrix``: the 54-cell anomaly matrix, variant rows and the N3 schema grid (docs/design.md#matrix-json).
 
 Runs on the embedded PostgreSQL unless ``--dsn``/``TOKI_DSN`` says otherwise; on MariaDB/MySQL,
 SQLite or DuckDB the cells the database cannot express (a level it lacks, the write path of the
@@ -6,7 +6,7 @@ N3 grid) show ``n/a`` and the reason, never a rate of 0. ``--expect paper``
 compares every cell with the paper's guard map and exits 1 listing the cells that differ.
 
 ``--cluster ADDRESS`` runs the cells on a Dask cluster (a scheduler address, or ``local:N``);
-``--composition`` runs the composition grid instead (toki.check.composition).
+``--composition`` runs the composition grid instead (toki.matrix.composition).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import time
 
 from rich.console import Group
 from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from toki.cli import add_dsn_option
-from toki.cli.render import console, emit_json
+from toki.render import console, emit_json
+from toki.render import progress as bar
 
 
 def register(sub) -> None:
@@ -48,7 +48,7 @@ def register(sub) -> None:
                    help="run on a Dask cluster: a scheduler address (tcp://host:8786) or local:N for N worker "
                         "processes here (needs the cluster extra: pip install 'toki[cluster]')")
     p.add_argument("--composition", action="store_true",
-                   help="run the composition grid: 1,364 operator pipelines x 6 levels on PostgreSQL (SPEC §8)")
+                   help="run the composition grid: 1,364 operator pipelines x 6 levels on PostgreSQL (docs/tables/index.md)")
     p.add_argument("--noise", type=float, default=0.0,
                    help="with --composition: per-stage noise ε (the published grid used 0.02; default 0)")
     p.add_argument("--pipelines", type=int, default=None, metavar="N",
@@ -72,7 +72,7 @@ def matrix_table(cells: dict, rows: list[str], levels: list[str], title: str) ->
     t.add_column("guard")
     for lv in levels:
         t.add_column(lv, justify="right")
-    from toki.check.matrix import GUARD
+    from toki.matrix.cells import GUARD
 
     for p in rows:
         t.add_row(p, GUARD[p].name, *(_cell_text(cells.get((p, lv))) for lv in levels))
@@ -80,13 +80,12 @@ def matrix_table(cells: dict, rows: list[str], levels: list[str], title: str) ->
 
 
 def run(args, out) -> int:
-    from toki.check import matrix as mx
-    from toki.check.workloads import PREDICATES, VARIANTS
     from toki.db.server import resolve
-    from toki.levels import MATRIX_LEVELS
-    from toki.runinfo import provenance
-
     from toki.errors import ConfigError
+    from toki.levels import MATRIX_LEVELS
+    from toki.matrix import cells as mx
+    from toki.matrix.workloads import PREDICATES, VARIANTS
+    from toki.runinfo import provenance
 
     cluster_spec = None
     if args.cluster is not None:
@@ -122,9 +121,8 @@ def run(args, out) -> int:
     n3: dict = {}
     total = sum(j.trials for j in jobs)
     con = console(out)
-    progress = Progress(TextColumn("[bold]toki matrix[/]"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("schedules"), TimeElapsedColumn(), TimeRemainingColumn(), console=con)
-    task = progress.add_task("matrix", total=total)
+    progress = bar(con, unit="schedules", eta=True)
+    task = progress.add_task("[bold]toki matrix[/]", total=total)
     title = (f"anomaly admit rate, {args.mode} mode, {args.trials} schedules per cell, seed {args.seed}, "
              f"{backend['name']} {backend['version']} ({backend['how']})")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from toki.cli.render import emit_json, table
+from toki.render import emit_json, table
 from toki.errors import InputError
 
 
@@ -106,7 +106,7 @@ def run(args, out) -> int:
                 out.write("three-way comparison: no disagreement"
                           + (" (paper, z3, PostgreSQL)\n" if measured is not None else " (paper, z3)\n"))
             if comparison["form_disagreements"]:
-                table(out, "other forms against the paper's row (expected to differ; SPEC §6 notes)",
+                table(out, "other forms against the paper's row (expected to differ; docs/design.md#anomalies-and-guards notes)",
                       ["form", "level", "paper (row)", "z3"] + (["postgresql", "sqlstates"] if measured is not None else []),
                       [[d["predicate"], d["level"], d["paper"], d["z3"]]
                        + ([d.get("postgresql"), d.get("sqlstates", "")] if measured is not None else [])

@@ -1,4 +1,4 @@
-"""``toki run FILE|DIR [--level L] [--json]``: execute schedules (DESIGN §4.1, §4.2).
+"""``toki run FILE|DIR [--level L] [--json]``: execute schedules (docs/design.md#schedule-files-toml, docs/design.md#run-result-json).
 
 A TOML schedule runs at ``--level``, or at every level it has expectations for. A path under
 ``schedules/`` that does not exist in the current directory is looked up in the catalogue
@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from toki.cli import add_dsn_option
-from toki.cli.render import emit_json, table
+from toki.render import emit_json, table
 from toki.errors import ScheduleError
 
 

@@ -1,6 +1,6 @@
 """Database layer (layer 5): server resolution, schema (SQLAlchemy Core), the store and the write path.
 
-May import the pure layer, judges, levels and backends. Used by sched, check, engines, faults,
+May import the pure layer, judges, levels and backends. Used by sched, matrix, engines, faults,
 verify, cli, properties and experiments.
 """
 

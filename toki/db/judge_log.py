@@ -1,4 +1,4 @@
-"""The keyed judge log (SPEC §5): read before judging, record the first vote, re-adjudicate only
+"""The keyed judge log (docs/design.md#judges): read before judging, record the first vote, re-adjudicate only
 on an explicit, recorded condition.
 
 The write path (:meth:`toki.db.store.WriteTxn._judge`) calls :func:`lookup` and, when the key is
@@ -8,7 +8,7 @@ transaction, before the operator writes. Every later write of the same conflict 
 of the N1 experiment).
 
 A logged vote changes only through :func:`readjudicate`, which needs one of the three reasons the
-paper names (SPEC §5: "consistent is not correct: re-adjudication needs its own conditions"):
+paper names (docs/design.md#judges: "consistent is not correct: re-adjudication needs its own conditions"):
 
 ``new-evidence``  the caller names the evidence (its hash is written into the row's θ);
 ``model-change``  a judge whose model differs from the one in the key re-votes;

@@ -1,6 +1,6 @@
-"""The tables, defined once with SQLAlchemy Core and created with psycopg (SPEC §2, DESIGN §3).
+"""The tables, defined once with SQLAlchemy Core and created with psycopg (docs/design.md#the-papers-data-model, docs/design.md#decisions).
 
-``agent_memory`` is exactly SPEC §2: 12 columns, PK (fact_id, system_time_start), five CHECKs,
+``agent_memory`` is exactly docs/design.md#the-papers-data-model: 12 columns, PK (fact_id, system_time_start), five CHECKs,
 and a partial index that finds the open current rows of a (subject, predicate) slot.
 ``judge_log`` comes in two forms: ``append`` (read-then-append; admits N1 below SR) and
 ``unique`` (one vote per key and epoch; the second insert is a unique violation).
@@ -100,7 +100,7 @@ def build_metadata(judge_log_form: str = "unique") -> MetaData:
     )
     Index("policy_by_set", policy.c.set_key)
 
-    # The belief cache of N2 (SPEC §6): one row per (subject, predicate) partition.
+    # The belief cache of N2 (docs/design.md#anomalies-and-guards): one row per (subject, predicate) partition.
     Table(
         "belief_cache", md,
         Column("subject", Text, nullable=False),

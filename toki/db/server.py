@@ -1,4 +1,4 @@
-"""Which PostgreSQL to talk to, and one isolated schema per run (DESIGN §3).
+"""Which PostgreSQL to talk to, and one isolated schema per run (docs/design.md#decisions).
 
 Resolution, first that applies: an explicit ``--dsn``; the ``TOKI_DSN`` environment variable
 (``docker`` starts a throw-away container with testcontainers); otherwise the embedded server
@@ -27,7 +27,7 @@ from typing import Any
 
 import psycopg
 
-from toki.backends.base import for_dsn, scheme_of
+from toki.backends.dsn import for_dsn, scheme_of
 from toki.errors import ConfigError, DatabaseUnavailable
 from toki.levels import Isolation
 

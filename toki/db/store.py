@@ -1,4 +1,4 @@
-"""The bitemporal store and the write path of SPEC §4, as explicit phases.
+"""The bitemporal store and the write path (docs/design.md#the-write-path), as explicit phases.
 
 A :class:`WriteTxn` is one write-path transaction on one connection, split into the phases an
 agent goes through: ``begin``, ``read_candidates``, ``judge`` (keyed log, then judge),
@@ -564,12 +564,12 @@ class WriteTxn:
 
 
 class ConsolidateTxn(WriteTxn):
-    """Resolve every open current value of a slot at once: the n-ary ⊕t or ⊕p fold of SPEC §3.
+    """Resolve every open current value of a slot at once: the n-ary ⊕t or ⊕p fold (docs/design.md#the-four-operators).
 
     This is what a TOKI cleanup agent runs when a slot holds several current values. The fold is
     an argmax over a total order, so two agents that consolidate the same slot concurrently pick
     the same winner and close the same losers; with the re-read guard the second one finds the
-    work done instead of retiring the value the first one kept (the cleanup write skew of SPEC §8).
+    work done instead of retiring the value the first one kept (the cleanup write skew of docs/tables/index.md).
     """
 
     def __init__(self, store: "Store", conn: psycopg.Connection, subject: str, predicate: str, *,
@@ -727,7 +727,7 @@ class Store:
               at: datetime | None = None, conn: psycopg.Connection | None = None,
               slot_lock: bool = False, revision: str = "change", canonicalizer=None,
               retry: bool = False) -> WriteOutcome:
-        """Run SPEC §4 as one transaction at ``level`` (default: the operator's precondition).
+        """Run docs/design.md#the-write-path as one transaction at ``level`` (default: the operator's precondition).
 
         ``revision``: ``"change"`` (default) keeps the loser current outside the winner's valid
         period ("lived in Berlin until March"); ``"correction"`` closes all of it ("never lived in
@@ -735,7 +735,7 @@ class Store:
         ``valid`` for each. ``canonicalizer`` (:mod:`toki.slots`) maps the predicate to its slot.
 
         ``slot_lock=True`` also serialises writers of the same (subject, predicate) slot with an
-        advisory lock taken before the transaction begins: beyond SPEC §4, it closes the
+        advisory lock taken before the transaction begins: beyond docs/design.md#the-write-path, it closes the
         empty-slot phantom that SI lets through (two writers both insert into an empty slot).
 
         The outcome's action is ``unknown`` when the COMMIT was sent and the connection died

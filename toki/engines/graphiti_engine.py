@@ -58,7 +58,7 @@ format and ``extract_nodes.extract_message``; the HTTP layer, the queue and Zep'
 session and message store in PostgreSQL) are not run. Zep CE itself cannot run here: it is a Docker
 deployment (Go server, graph_service, Neo4j) and the machine has no Docker and no network.
 
-The reported races of SPEC §9 (Graphiti / Zep) as scenarios: "episodes ingested out of order let an
+The reported races of docs/tables/verdicts.md (Graphiti / Zep) as scenarios: "episodes ingested out of order let an
 older fact survive a newer one" is ``out-of-order-episodes`` (serially graphiti expires the older
 edge on arrival, so it reproduces only as a race); "some contradictions are caught in one run out of
 nine" is ``rejudge`` (N1, with the temperature-1 judge :func:`wobbling_judge`); "invalidation searched

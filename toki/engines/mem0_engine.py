@@ -635,7 +635,7 @@ def add_same_fact(name: str = "add-same-fact", shared: bool = False) -> Scenario
 
 
 def reported_duplicate_add() -> Scenario:
-    """Reported race (SPEC §9, mem0): "two concurrent `add` of the same text both pass the duplicate
+    """Reported race (docs/tables/verdicts.md, mem0): "two concurrent `add` of the same text both pass the duplicate
     check on a stale snapshot and both insert (duplicate insert, a predicate-read phantom)".
     The same calls as ``add-same-fact``."""
     sc = add_same_fact("reported-duplicate-add")
@@ -655,7 +655,7 @@ def add_contradicting(name: str = "add-contradicting", claim: str = "") -> Scena
 
 
 def reported_add_only_both_current() -> Scenario:
-    """Reported (SPEC §9, mem0): "the ADD-only pipeline keeps both contradicting facts current (by
+    """Reported (docs/tables/verdicts.md, mem0): "the ADD-only pipeline keeps both contradicting facts current (by
     design)". The same calls as ``add-contradicting``."""
     return add_contradicting("reported-add-only-both-current",
                              "reported: the ADD-only pipeline keeps both contradicting facts current (by design)")
@@ -685,7 +685,7 @@ def update_vs_delete() -> Scenario:
 
 
 def reported_linked_ids_p4(engine: Mem0Engine) -> Scenario:
-    """Reported race (SPEC §9, mem0): "a list of linked memory ids read, changed and written back
+    """Reported race (docs/tables/verdicts.md, mem0): "a list of linked memory ids read, changed and written back
     without a lock loses one of two concurrent additions (P4)". In mem0 2.x the list is the entity
     store's ``linked_memory_ids``: ``add()`` (phase 7) reads the entity, adds the new memory's id to
     the list and writes the payload back (``entity_store.update``), with no lock or transaction
@@ -710,7 +710,7 @@ def reported_linked_ids_p4(engine: Mem0Engine) -> Scenario:
 
 
 def reported_love_hate_empty_store() -> Scenario:
-    """Reported race (SPEC §9, mem0): '"I love Chinese food" then "I hate Chinese food" leaves an
+    """Reported race (docs/tables/verdicts.md, mem0): '"I love Chinese food" then "I hate Chinese food" leaves an
     empty store (the judge deleted and added nothing: no audit, N3)'. That is the 1.0.x flow, whose
     LLM judge answers ADD/UPDATE/DELETE/NONE; mem0 2.x has no judge and never deletes on add, so the
     claim does not apply to it: this scenario runs the two adds on 2.x and checks, on every outcome,
@@ -722,7 +722,7 @@ def reported_love_hate_empty_store() -> Scenario:
                     None, False, (empty_store(),), ())
 
 
-# The reported races of SPEC §9 for mem0, and what toki finds on mem0 2.x (for the reported-races
+# The reported races of docs/tables/verdicts.md for mem0, and what toki finds on mem0 2.x (for the reported-races
 # experiment and the README table).
 REPORTED = {
     "reported-duplicate-add": {

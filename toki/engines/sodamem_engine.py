@@ -85,7 +85,7 @@ CLAIMS: dict[str, dict] = {
                           valid_from="2026-03-01"),
     "I like cocoa.": dict(kind="preference", modality="preference", predicate="prefers_drink", obj="cocoa",
                           valid_from="2026-05-01"),
-    # What an LLM extractor really produced once (SPEC: the object folded into the predicate).
+    # What an LLM extractor really produced once (the object folded into the predicate).
     "I moved to Mangwon-dong.": dict(kind="state", modality="current_state", predicate="live_in_mangwon_dong",
                                      obj="Mangwon-dong", valid_from="2026-06-01"),
     "You live in Lisbon.": dict(kind="state", modality="current_state", predicate="lives_in", obj="Lisbon",

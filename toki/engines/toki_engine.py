@@ -1,4 +1,4 @@
-"""TOKI's own write path (SPEC §4, :meth:`toki.db.store.Store.write`) as an engine of the harness.
+"""TOKI's own write path (docs/design.md#the-write-path, :meth:`toki.db.store.Store.write`) as an engine of the harness.
 
 Each agent writes one contradicting claim about one slot through ``Store.write`` on its own
 PostgreSQL connection; every statement the write path sends is a granted step, and a statement
@@ -159,7 +159,7 @@ def _rule_scenario(name: str, desc: str, level: str) -> Scenario:
 
 
 def audit_erasure(loser: str) -> Detector:
-    """N3 (SPEC §6): a loser's provenance dominated by no audit row, and the loser not kept."""
+    """N3 (docs/design.md#anomalies-and-guards): a loser's provenance dominated by no audit row, and the loser not kept."""
     def check(state, errors):
         token = f"x_{loser}"
         kept = any(r[1] == loser and r[0] == "current" for r in state["rows"])

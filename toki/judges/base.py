@@ -66,12 +66,12 @@ def temper(p: float, temperature: float) -> float:
 
 
 def disagreement(p: float) -> float:
-    """Probability that two independent calls of a p-judge disagree: 2p(1-p) (SPEC §5)."""
+    """Probability that two independent calls of a p-judge disagree: 2p(1-p) (docs/design.md#judges)."""
     return 2.0 * p * (1.0 - p)
 
 
 def consistency(p: float, t: int) -> float:
-    """Probability that t independent calls all agree: p^t + (1-p)^t (SPEC §5)."""
+    """Probability that t independent calls all agree: p^t + (1-p)^t (docs/design.md#judges)."""
     if t < 1:
         raise InputError(f"t = {t} re-queries", fix="t counts calls and starts at 1")
     return p ** t + (1.0 - p) ** t

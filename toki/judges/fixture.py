@@ -2,7 +2,7 @@
 
 ``table[(id_a, id_b)]`` is the probability, at temperature 1, that the judge picks the record
 shown in position A when ``id_a`` is shown first and ``id_b`` second. The two orders of one pair
-are separate entries, which is how a position bias is written down (SPEC §5: a small local judge
+are separate entries, which is how a position bias is written down (docs/design.md#judges: a small local judge
 flipped its winner on 13 of 36 pairs when only the order changed). Temperature scales the table
 with :func:`toki.judges.base.temper`; temperature 0 is greedy. Draws come from the judge's own
 seeded stream, one per call.

@@ -2,7 +2,7 @@
 
 Callers that want order-independence pass :func:`toki.operators.canonical` order (sorted by fact
 id): then both arrival orders of a pair produce the same text, hence the same key and the same
-answer distribution (SPEC §5, "keys and prompts must be canonicalised"). Fact ids are not shown
+answer distribution (docs/design.md#judges, "keys and prompts must be canonicalised"). Fact ids are not shown
 to the model: they are keys, not evidence.
 """
 

@@ -1,4 +1,4 @@
-"""A seeded fixture calibrated to the published local-judge study (SPEC §8).
+"""A seeded fixture calibrated to the published local-judge study (docs/tables/index.md).
 
 The paper asked a local 4B judge about 36 contradiction pairs (8 clear updates, 12 ambiguous,
 10 evidence-tied, 6 rule conflicts), each in both orders (72 cells), and read the token

@@ -1,13 +1,14 @@
-"""Schedules and the barrier-controlled runner (layer 6: may import db and below; used by check,
-engines, faults, properties, experiments and cli).
+"""Schedules and the barrier-controlled runner (layer 6: may import db and below; used by matrix,
+engines, faults, verify, properties, experiments and cli).
 
-``load(path)`` reads a TOML schedule (DESIGN §4.1) or an isolationtester ``.spec`` file;
+``load(path)`` reads a TOML schedule (docs/design.md#schedule-files-toml) or an isolationtester ``.spec`` file;
 ``Runner(server).run(schedule, level)`` executes it and returns a :class:`RunResult`
-(DESIGN §4.2). A :class:`Lane` keeps a schema and connections for many runs.
+(docs/design.md#run-result-json). A :class:`Lane` keeps a schema and connections for many runs.
 """
 
-from toki.sched.runner import Lane, RunResult, Runner, StepResult, check_expectation
 from toki.sched.files import load
+from toki.sched.results import RunResult, StepResult, check_expectation
+from toki.sched.runner import Lane, Runner
 from toki.sched.schedule import Expect, Schedule, Step, parse_toml, to_toml
 from toki.sched.spec import SpecFile, parse_spec
 

@@ -1,6 +1,6 @@
 """Running schedules on the databases beyond PostgreSQL (MariaDB/MySQL, SQLite, DuckDB).
 
-The same contract as :mod:`toki.sched.runner` (DESIGN §4.1, §4.2), through the backend seam
+The same contract as :mod:`toki.sched.runner` (docs/design.md#schedule-files-toml, docs/design.md#run-result-json), through the backend seam
 (:mod:`toki.backends`). How a statement "blocks" differs per database, and so does the driving:
 
 * MariaDB/MySQL queue lock waits like PostgreSQL: each session's statements go through its own
@@ -39,7 +39,15 @@ from toki.backends.base import ErrorKind
 from toki.backends.portable import PortableConnection
 from toki.errors import ScheduleError, StepTimeout
 from toki.levels import Level, parse_level
-from toki.sched.runner import _BEGIN, _COMMIT, _ROLLBACK, RunResult, StepResult, check_expectation, jsonable
+from toki.sched.results import (
+    _BEGIN,
+    _COMMIT,
+    _ROLLBACK,
+    RunResult,
+    StepResult,
+    check_expectation,
+    jsonable,
+)
 from toki.sched.schedule import Schedule, Step
 
 _NO_ROWS = re.compile(r"^\s*(insert|update|delete|create|drop|alter|truncate|set|begin|start|commit|rollback|end)\b",

@@ -1,4 +1,4 @@
-"""Histories of write-path runs in the Jepsen format of DESIGN §4.3 (rw-register micro-ops).
+"""Histories of write-path runs in Jepsen's format (rw-register micro-ops; docs/design.md#histories-and-toki-check-output).
 
 Keys are fact rows (``fact_id``), judge-log keys (``judge:<digest>``), policy sets
 (``policy:<set key>``) and callback requests (``callback:<set key>``). A read records the value

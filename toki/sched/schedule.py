@@ -1,4 +1,4 @@
-"""Schedules: sessions, steps, expectations, and the TOML format of DESIGN §4.1.
+"""Schedules: sessions, steps, expectations, and their TOML format (docs/design.md#schedule-files-toml).
 
 A step is either SQL (``sql = "..."``) or a write-path phase of the Store
 (``op = "read_candidates"`` with a ``fact``), so an agent's read, LLM and write windows are
@@ -16,7 +16,7 @@ from typing import Any
 from toki.errors import ScheduleError, TokiError
 from toki.levels import parse_isolation
 
-#: write-path phases a step may name (DESIGN §4.1 extension; see toki.db.store.WriteTxn)
+#: write-path phases a step may name (an extension of the schedule format; see toki.db.store.WriteTxn)
 OPS = ("begin", "read_candidates", "judge", "read_callback", "write", "commit", "rollback",
        "deliver_callback", "policy", "sleep", "call", "consolidate")
 ON_BLOCKED = ("error", "defer")

@@ -13,7 +13,7 @@ from toki.errors import InputError
 from toki.levels import parse_level
 from toki.verify.isolation import LEVELS, MATRIX_PREDICATES
 
-#: SPEC §6: the lowest level that excludes each predicate (the paper's claim under test).
+#: docs/design.md#anomalies-and-guards: the lowest level that excludes each predicate (the paper's claim under test).
 PAPER_GUARDS = {"P0": "RC", "P1": "RC", "P2": "SI", "P3": "SR", "P4": "SI",
                 "A5A": "SI", "A5B": "SR", "N1": "SR", "N2": "SR"}
 
@@ -63,7 +63,7 @@ def three_way(derived: dict[str, dict[str, str]], measured: dict[tuple[str, str]
 
     Other forms of a row (``variants``: P3-reread, N1-unique, ...) are compared the same way,
     against the paper's claim for the row they are a form of, and listed apart: the paper
-    makes no claim about them, SPEC §6 asks to report them."""
+    makes no claim about them, docs/design.md#anomalies-and-guards asks to report them."""
     rows, disagreements, form_rows, form_disagreements = [], [], [], []
     todo = [(p, derived, rows, disagreements, p) for p in MATRIX_PREDICATES]
     for p, v in (variants or {}).items():

@@ -1,4 +1,4 @@
-"""Isolation levels as axioms over bounded histories, and the anomaly predicates (SPEC §6).
+"""Isolation levels as axioms over bounded histories, and the anomaly predicates (the anomalies: docs/proofs.md).
 
 Model: Adya's dependency-graph conditions, not an operational engine.
   A. Adya, "Weak Consistency: A Generalized Theory and Optimistic Implementations for

@@ -1,4 +1,4 @@
-"""Operator and provenance laws (SPEC §3, §7), Theorem 3 and the pipeline join (Table 10, Theorem 4).
+"""Operator and provenance laws (docs/design.md#the-four-operators, docs/design.md#provenance), Theorem 3 and the pipeline join (Table 10, Theorem 4).
 
 Two kinds of evidence per law:
 
@@ -634,7 +634,7 @@ def pipeline_obligations(max_len: int = 5) -> list[Obligation]:
         for pipe, want in examples.items():
             got = functools.reduce(Level.join, (PRECONDITION[o] for o in pipe)).name
             if got != want:
-                return Result(REFUTED, countermodel={"pipeline": list(pipe), "join": got, "SPEC §3": want})
+                return Result(REFUTED, countermodel={"pipeline": list(pipe), "join": got, "docs/design.md#the-four-operators": want})
         rule_ok = all(functools.reduce(Level.join, (PRECONDITION[o] for o in p)).isolation is Isolation.SR
                       for n in range(1, max_len + 1) for p in itertools.product(OPS, repeat=n) if "rule" in p)
         if not rule_ok:

@@ -1,4 +1,4 @@
-"""Lemma 1 (SPEC §5): with a keyed judge log, re-judging is a fuzzy read (P2) or an insert
+"""Lemma 1 (docs/design.md#judges): with a keyed judge log, re-judging is a fuzzy read (P2) or an insert
 phantom (P3) on the log rows, so classical isolation covers judge nondeterminism.
 
 Checked exhaustively over every interleaving of a stated set of transaction programs, under

@@ -1,4 +1,4 @@
-"""The one module that talks to z3 (DESIGN §5: "z3 behind one small module").
+"""The one module that talks to z3 (docs/design.md: "z3 behind one small module").
 
 Every other module of :mod:`toki.verify` builds formulas with the constructors re-exported
 here and asks one of two questions:

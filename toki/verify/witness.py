@@ -1,4 +1,4 @@
-"""Witness histories as schedule files `toki run` executes (DESIGN §4.1).
+"""Witness histories as schedule files `toki run` executes (docs/design.md#schedule-files-toml).
 
 Every row of the abstract history is a row of one table ``toki_obj(id, grp, val)``: an item
 read is a point select, a predicate read selects the group, a write updates a row that exists

@@ -142,7 +142,7 @@ def rejudged() -> Detector:
     return Detector("N1", check, observes=True, always=True)
 
 
-# -- the races users reported (SPEC §9), attached to the model each fits ---------------------------
+# -- the races users reported (docs/tables/verdicts.md), attached to the model each fits ---------------------------
 
 @dataclass(frozen=True)
 class ReportedRace:

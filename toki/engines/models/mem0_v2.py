@@ -1,6 +1,6 @@
 """mem0 v2 (PyPI ``mem0ai`` 1.0.x), a faithful model of its ADD/UPDATE/DELETE/NONE write path.
 
-toki runs the real ``mem0ai`` 2.x elsewhere; 2.x is ADD-only, and the 1.0.x judge path (SPEC §9
+toki runs the real ``mem0ai`` 2.x elsewhere; 2.x is ADD-only, and the 1.0.x judge path (docs/tables/verdicts.md
 "mem0 v2") is not installed here, so this module models it; executed = "model". Read on
 2026-12-01 from stored copies: the mem0ai/mem0 ``mem0/memory/main.py`` in the index is 2.x, so the
 1.0.x functions were read from codeflash-ai/mem0@1d50fe9 ``mem0/memory/main.py`` (a fork that tracks

@@ -1,7 +1,7 @@
 """Memory predicates: anomalies read off what happened (recorded reads and writes, final state).
 
 Each function takes observations, never the interleaving that produced them, so a detector
-cannot "know" it ran a witness. The matrix (:mod:`toki.check.matrix`), the property suites
+cannot "know" it ran a witness. The matrix (:mod:`toki.matrix.cells`), the property suites
 and the experiments share them.
 """
 

@@ -1,4 +1,4 @@
-"""The composition grid (SPEC §3, §8): operator pipelines executed on a real database.
+"""The composition grid (docs/design.md#the-four-operators, docs/tables/index.md): operator pipelines executed on a real database.
 
 A pipeline is a sequence of 1..5 operators (lww ⊕t, evi ⊕p, await ⊕?, rule ⊕c): 4 + 16 + 64 +
 256 + 1024 = 1,364 pipelines, each run at the six matrix levels (8,184 cells). Its joined guard
@@ -12,7 +12,7 @@ exposed to when the level is below the operator's precondition, in its minimal w
 
 * ⊕t (lww, needs RC): two supersedes write a pair of rows (P0, dirty write; guard RC);
 * ⊕p (evi, needs SI): two evidence revisions read a confidence and write it back plus their
-  evidence (P4, lost update; guard SI). SPEC §3's table says ⊕p is exposed to A5B, whose guard
+  evidence (P4, lost update; guard SI). The paper's operator table says ⊕p is exposed to A5B, whose guard
   is SR: that cannot be, since ⊕p's precondition is SI and PostgreSQL's SI admits A5B (the
   54-cell matrix measures it). The race whose guard equals ⊕p's precondition is P4;
 * ⊕? (await, needs RC+cb): the human's confirmation is delivered (session ``CB``), and the agent
@@ -24,17 +24,17 @@ exposed to when the level is below the operator's precondition, in its minimal w
 * ⊕c (rule, needs SR on the policy table): two agents find no active policy for a pair and each
   inserts one (P3, predicate-write form; guard SR).
 
-A stage admits when its detector (:mod:`toki.check.workloads`) fires on what happened, and a
+A stage admits when its detector (:mod:`toki.matrix.workloads`) fires on what happened, and a
 trial admits when any stage does. A stage whose transaction the database aborted counts as not
 admitted (its SQLSTATE is counted), as in the matrix.
 
-Noise (``noise = ε``): the published grid used a per-stage noise ε = 0.02 (SPEC §8) without
-saying what it was. toki injects the one SPEC §5 describes: with probability ε (a seeded draw
+Noise (``noise = ε``): the published grid used a per-stage noise ε = 0.02 (docs/tables/index.md) without
+saying what it was. toki injects the one docs/design.md#judges describes: with probability ε (a seeded draw
 per trial and stage, independent of the stage's data) the stage's agent asks a
 nondeterministic judge twice without a keyed log, and the two calls disagree: two committed
 votes under one judge key, an N1 inconsistency. It is executed: each call's vote is inserted
 into ``judge_log`` and committed by a judge session between the agent's candidate read and
-its write (SPEC §4: the vote is recorded before the operator commits), so it stands whether
+its write (docs/design.md#the-write-path: the vote is recorded before the operator commits), so it stands whether
 or not the agent's own transaction later aborts.
 A pipeline of n stages then admits at or above its guard with probability 1 - (1 - ε)^n
 (:func:`noise_expectation` computes the grid's mean from the plan; nothing is fitted).
@@ -49,8 +49,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from toki.check import memory
-from toki.check.workloads import (
+from toki.errors import ConfigError
+from toki.levels import MATRIX_LEVELS, PRECONDITION, Level, pipeline_guard
+from toki.matrix import memory
+from toki.matrix.cells import _RESET, _step, worker_bench
+from toki.matrix.workloads import (
     B,
     C,
     Trial,
@@ -62,8 +65,6 @@ from toki.check.workloads import (
     p3,
     p4,
 )
-from toki.errors import ConfigError
-from toki.levels import MATRIX_LEVELS, PRECONDITION, Level, pipeline_guard
 from toki.model import SENTINEL
 from toki.sched.schedule import Schedule
 
@@ -72,7 +73,7 @@ SYMBOL = {"lww": "⊕t", "evi": "⊕p", "await": "⊕?", "rule": "⊕c"}
 STAGE_RACE = {"lww": "P0", "evi": "P4", "await": "callback boundary", "rule": "P3"}
 MAX_LENGTH = 5
 PUBLISHED = {"at_or_above": {"cells": 2219, "rate": 0.0904}, "below": {"cells": 5965, "rate": 1.0},
-             "trials": 50, "noise": 0.02, "pipelines": 1364, "source": "SPEC §8 (the paper's composition grid)"}
+             "trials": 50, "noise": 0.02, "pipelines": 1364, "source": "docs/tables/index.md (the paper's composition grid)"}
 
 
 def pipelines(max_length: int = MAX_LENGTH) -> list[tuple[str, ...]]:
@@ -100,7 +101,7 @@ def await_stage(rng: random.Random, *, callback: bool) -> Trial:
     """⊕?: resolve two contradicting current values by an external confirmation."""
     s, p, objs = _slot(rng, "await")
     f, g = f"f-{rng.randrange(10**9)}", f"g-{rng.randrange(10**9)}"
-    ordered = sorted((f, g))  # ⊕? picks by index over the canonically ordered set (SPEC §3)
+    ordered = sorted((f, g))  # ⊕? picks by index over the canonically ordered set (docs/design.md#the-four-operators)
     objects = {f: objs[0], g: objs[1]}
     key = f"await::{'|'.join(ordered)}"
     chosen = rng.randrange(2)
@@ -163,7 +164,7 @@ def stage_trial(op: str, rng: random.Random, level: Level) -> Trial:
 def add_noise(trial: Trial, rng: random.Random) -> str:
     """Two disagreeing judge calls without a keyed log, between the stage's candidate read and
     its write; returns the judge key. Each call's vote is committed in its own transaction by
-    session ``J`` (SPEC §4 step 5: the vote is recorded before the operator commits), so the
+    session ``J`` (docs/design.md#the-write-path step 5: the vote is recorded before the operator commits), so the
     noise stands whether or not the operator's own transaction commits."""
     key = f"noise::{rng.randrange(10**12)}"
     vote = rng.randrange(2)
@@ -198,7 +199,6 @@ class Stage:
 
 
 def build(pipe: tuple[str, ...], level: Level, seed: int, t: int, noise: float) -> tuple[Schedule, list[Stage]]:
-    from toki.check.matrix import _step
 
     rng = trial_rng(seed, pipeline_name(pipe), level.name, t)
     # The noise draws have their own rng, so a run with noise executes the same stage data.
@@ -239,7 +239,6 @@ def _view(result, prefix: str):
 
 
 def run_trial(bench, pipe: tuple[str, ...], level: Level, seed: int, t: int, noise: float) -> dict:
-    from toki.check.matrix import _RESET
 
     lane = bench.lane("append")
     schedule, stages = build(pipe, level, seed, t, noise)
@@ -316,7 +315,6 @@ def plan(*, pipelines_n: int | None, seed: int, max_length: int = MAX_LENGTH,
 def shard(pipe_names: list[str], trials: int, seed: int, noise: float, dsn: str | None,
           step_limit_s: float) -> list[dict]:
     """One shard (a few pipelines, all six levels each) on this process's lane."""
-    from toki.cluster import worker_bench
 
     bench = worker_bench(dsn, step_limit_s, "composition")
     return [run_cell(bench, parse_pipeline(p), lv, trials, seed, noise) for p in pipe_names for lv in MATRIX_LEVELS]

@@ -1,9 +1,9 @@
-"""Transaction programs for the anomaly matrix, written as agents run them (SPEC §1, §6).
+"""Transaction programs for the anomaly matrix, written as agents run them (docs/design.md, docs/design.md#anomalies-and-guards).
 
 Every predicate has two or three sessions on the real schema (``agent_memory``, ``judge_log``,
 ``callback_log``, ``policy``, ``belief_cache``): belief reads, judge calls, confidence
 revisions, supersedes, cleanups. A :class:`Trial` holds the programs with fresh random data,
-the predicate's minimal witness interleaving (SPEC §6), and a detector that decides from what
+the predicate's minimal witness interleaving (docs/design.md#anomalies-and-guards), and a detector that decides from what
 happened - the values each session read (its scratch space), which sessions committed, and
 the final state - never from which interleaving ran.
 """
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from toki.check import memory
+from toki.matrix import memory
 from toki.model import SENTINEL
 from toki.provenance import Carrier
 
@@ -442,7 +442,7 @@ def n2(rng: random.Random, *, size: int = 2, contention: float = 1.0) -> Trial:
 
 
 def n3(rng: random.Random, *, mode: str = "audit_row") -> Trial:
-    """Audit erasure: two supersedes through the write path, then a reader (SPEC §6 N3 witness)."""
+    """Audit erasure: two supersedes through the write path, then a reader (docs/design.md#anomalies-and-guards N3 witness)."""
     s, p, objs = _slot(rng, "N3")
     f1, f2 = f"f1-{rng.randrange(10**9)}", f"f2-{rng.randrange(10**9)}"
 

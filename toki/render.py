@@ -1,19 +1,40 @@
-"""Shared output helpers: rich tables to a stream, JSON to a stream or a file."""
+"""Shared output helpers: rich tables to a stream, progress bars, JSON to a stream or a file.
+
+Layer 1: imports nothing from toki; used by the command line, the experiments and the benchmarks."""
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 
 def console(out: TextIO) -> Console:
     return Console(file=out, width=max(140, Console(file=out).width), highlight=False, soft_wrap=False)
+
+
+def progress(con: Console | None = None, *, unit: str | None = None, eta: bool = False) -> Progress:
+    """A progress bar for long work: description, bar, done/total, elapsed (and ``unit``, time left).
+
+    Without ``con`` it draws on stderr, only when stderr is a terminal, and vanishes when done, so
+    piped output and JSON on stdout stay clean; with ``con`` it stays on that console.
+    """
+    cols = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+    if unit:
+        cols.append(TextColumn(unit))
+    cols.append(TimeElapsedColumn())
+    if eta:
+        cols.append(TimeRemainingColumn())
+    if con is not None:
+        return Progress(*cols, console=con)
+    return Progress(*cols, console=Console(file=sys.stderr), transient=True, disable=not sys.stderr.isatty())
 
 
 def table(out: TextIO, title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:

@@ -1,6 +1,6 @@
-"""The anomaly matrix (DESIGN §4.4, SPEC §6 and §8): 9 predicates x 6 levels on a real database.
+"""The anomaly matrix (docs/design.md#matrix-json, docs/design.md#anomalies-and-guards, docs/tables/index.md): 9 predicates x 6 levels on a real database.
 
-Each cell runs ``trials`` trials of the predicate's programs (:mod:`toki.check.workloads`) at
+Each cell runs ``trials`` trials of the predicate's programs (:mod:`toki.matrix.workloads`) at
 one level, either in the predicate's minimal witness interleaving (``witness``, the paper's
 semantics) or in a uniformly random interleaving (``random``). A trial admits the anomaly when
 its detector fires on what happened; a trial in which the database aborted a transaction is
@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
-from toki.check.workloads import BUILDERS, FORMS, PREDICATES, VARIANTS, Trial
 from toki.errors import ConfigError
 from toki.levels import MATRIX_LEVELS, Isolation, Level, parse_level
+from toki.matrix.workloads import BUILDERS, FORMS, PREDICATES, VARIANTS, Trial
 from toki.sched.runner import Lane, Runner
 from toki.sched.schedule import Schedule, Step
 
@@ -189,30 +189,38 @@ class Job:
         return dict(self.kw)
 
 
-_BENCH: Bench | None = None
+def worker_bench(dsn: str | None, step_limit_s: float, tag: str = "matrix") -> Bench:
+    """This process's lanes for a campaign, kept across jobs and shards (pool worker, Dask worker
+    or the main process alike). Keyed by (tag, dsn, step limit): two campaigns never share a lane."""
+    from toki.cluster import worker_local
+    from toki.db.server import resolve
+
+    return worker_local(("bench", tag, dsn, float(step_limit_s)),
+                        lambda: Bench(Runner(resolve(dsn), step_limit_s=step_limit_s, record_history=False)))
+
+
+def close_worker_benches() -> None:
+    from toki.cluster import close_worker_locals
+
+    close_worker_locals(("bench",))
+
+
+_POOL_ARGS: tuple[str | None, float] | None = None
 
 
 def _worker_init(dsn: str | None, step_limit_s: float) -> None:
-    global _BENCH
-    from toki.db.server import resolve
-
-    _BENCH = Bench(Runner(resolve(dsn), step_limit_s=step_limit_s, record_history=False))
-    # A pool worker leaves through os._exit, which skips atexit: multiprocessing's own finalizers
-    # do run, so the lanes' schemas (PostgreSQL) and databases (MariaDB) are dropped.
-    from multiprocessing.util import Finalize
-
-    Finalize(_BENCH, _BENCH.close, exitpriority=10)
+    global _POOL_ARGS
+    _POOL_ARGS = (dsn, step_limit_s)
+    worker_bench(dsn, step_limit_s)  # open the lanes before the first job is timed
 
 
 def _run_job(job: Job) -> tuple[Job, dict]:
-    assert _BENCH is not None
-    return job, run_cell(_BENCH, job.predicate, parse_level(job.level), job.trials, job.mode, job.seed, job.builder_kw)
+    assert _POOL_ARGS is not None
+    return job, cluster_job(job, *_POOL_ARGS)
 
 
 def cluster_job(job: Job, dsn: str | None, step_limit_s: float) -> dict:
-    """One job as a Dask shard: the worker's own lanes (toki.cluster.worker_bench), the job's seed."""
-    from toki.cluster import worker_bench
-
+    """One job as a shard (pool or Dask worker): the worker's own lanes, the job's seed."""
     bench = worker_bench(dsn, step_limit_s, "matrix")
     return run_cell(bench, job.predicate, parse_level(job.level), job.trials, job.mode, job.seed, job.builder_kw)
 
