@@ -9,7 +9,9 @@ Installed as ``toki.experiments``. Each module listed in :data:`MODULES` defines
   (the framework adds provenance and writes it to ``--json PATH``, default
   ``results/NAME/NAME.json``).
 
-Experiments only compose the library; notebooks only read the JSON they write.
+Experiments only compose the library; notebooks only read the JSON they write. Layer 10 beside
+the command line: may import every layer of the library (output through :mod:`toki.render`),
+never :mod:`toki.cli`; used by ``toki experiment`` and the notebooks' tests.
 """
 
 from __future__ import annotations

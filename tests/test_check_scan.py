@@ -66,16 +66,55 @@ def test_scanner_and_general_path_agree(tmp_path, workload, db, seed):
         assert check(path, workload=workload)["valid"] is True
 
 
+def assert_same_columns(one, sc, where) -> None:
+    assert sc is not None, where
+    for k, v in vars(one).items():
+        if k == "helper_max_rss_kb":  # how it was read, not what
+            continue
+        w = vars(sc)[k]
+        assert (np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w), (where, k)
+
+
+def test_forked_pieces_are_really_forked_and_a_lost_child_is_redone(monkeypatch):
+    """Pieces after the first are scanned in forked children (the scan holds the GIL, threads
+    would not use the other cores); a child that dies is replaced by scanning its piece here."""
+    import os
+
+    from toki.check import forked
+
+    text = as_json(ops_of("list-append", "snapshot-isolation", 5, txns=300))
+    one = jsonscan.scan(text, threads=1)
+    sc = jsonscan.scan(text, chunk_bytes=300, threads=3, fork=True)
+    assert_same_columns(one, sc, "forked")
+    assert sc.helper_max_rss_kb > 0  # a child did report
+
+    class Dying(forked.Forked):
+        def __init__(self, fn, *args):
+            super().__init__(os._exit, 9)  # the child leaves without a word
+
+    monkeypatch.setattr(forked, "Forked", Dying)
+    lost = jsonscan.scan(text, chunk_bytes=300, threads=3, fork=True)
+    assert_same_columns(one, lost, "children lost")
+    assert lost.helper_max_rss_kb == 0
+
+
+def test_a_bad_op_in_a_forked_piece_sends_the_history_to_the_general_parser():
+    ops = ops_of("list-append", "snapshot-isolation", 6, txns=300)
+    ops[-3] = dict(ops[-3], value=[["r", "x", None]])  # a string key, in the last piece: not the subset
+    text = as_json(ops)
+    assert jsonscan.scan(text, chunk_bytes=300, threads=3, fork=True) is None
+    assert jsonscan.scan(text, chunk_bytes=300, threads=3, fork=False) is None
+
+
 def test_slices_threads_and_json_lines_give_the_same_columns():
     ops = ops_of("list-append", "snapshot-isolation", 3, txns=300)
     text = as_json(ops)
     ref = parse_text(text, "list-append", scan=False)
     one = jsonscan.scan(text, threads=1)
     for chunk, threads in ((256, 1), (300, 3), (4096, 2), (1 << 20, 4)):
-        sc = jsonscan.scan(text, chunk_bytes=chunk, threads=threads)
-        for k, v in vars(one).items():
-            w = vars(sc)[k]
-            assert (np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w), (chunk, threads, k)
+        for fork in (False, True):
+            assert_same_columns(one, jsonscan.scan(text, chunk_bytes=chunk, threads=threads, fork=fork),
+                                (chunk, threads, fork))
     lines = b"\n".join(orjson.dumps(o) for o in ops) + b"\n"
     pretty = json.dumps(ops, indent=2).encode()  # an op spans many lines
     spaced = json.dumps(ops).encode()            # ", " and ": " separators, one line
@@ -96,11 +135,9 @@ def test_layout_does_not_change_slices_or_threads(layout):
     assert len(jsonscan._split(jsonscan._Bytes(text), 0, 3)) == 4  # three pieces, one per thread
     one = jsonscan.scan(text, threads=1)
     for chunk, threads in ((256, 1), (300, 3), (4096, 2)):
-        sc = jsonscan.scan(text, chunk_bytes=chunk, threads=threads)
-        assert sc is not None
-        for k, v in vars(one).items():
-            w = vars(sc)[k]
-            assert (np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w), (chunk, threads, k)
+        for fork in (False, True):
+            assert_same_columns(one, jsonscan.scan(text, chunk_bytes=chunk, threads=threads, fork=fork),
+                                (chunk, threads, fork))
     assert_same(parse_text(text, "list-append"), parse_text(text, "list-append", scan=False))
 
 

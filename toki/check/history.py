@@ -69,6 +69,8 @@ class History:
     r_elem: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     #: which parser built it: "scan" (toki.check.jsonscan) or "general" (op maps)
     parser: str = "general"
+    #: peak resident set (KB) of the largest forked scanner that helped read it (0: none)
+    helper_max_rss_kb: int = 0
     #: overlap group of each transaction when some process had several outstanding invocations
     #: (process order orders groups, not the transactions inside one); None otherwise
     t_pgroup: np.ndarray | None = None
@@ -215,6 +217,7 @@ def _from_scan(sc, workload: str) -> History | None:
     h = parse_scanned(sc, workload)
     if h is not None:
         h.parser = "scan"
+        h.helper_max_rss_kb = sc.helper_max_rss_kb
     return h
 
 

@@ -168,27 +168,32 @@ class Scanned:
     m_val: np.ndarray       # int64 (integer values)
     m_len: np.ndarray       # int64 (list values: number of elements)
     elem: np.ndarray        # int64: elements of the list values, in micro-op order
+    helper_max_rss_kb: int = 0  # peak resident set of the forked scanners, if any (KB, the largest)
 
 
-def scan(data: bytes, *, chunk_bytes: int = 512 << 10, threads: int | None = None) -> Scanned | None:
+def scan(data: bytes, *, chunk_bytes: int = 512 << 10, threads: int | None = None,
+         fork: bool | None = None) -> Scanned | None:
     """Columns of a JSON history, or None when it is outside the subset (see the module doc).
 
-    Large inputs are cut at op boundaries into one piece per thread (numpy releases the GIL in
-    its loops), at most one per 16 slices; ``threads`` defaults to the number of CPUs this process
-    may use, at most 4."""
+    Large inputs are cut at op boundaries into one piece per worker, at most one per 16 slices;
+    ``threads`` (the number of workers) defaults to the number of CPUs this process may use, at
+    most 4. The first piece is scanned here, the others in forked children where that is safe
+    (:mod:`toki.check.forked`: the scan holds the GIL, so threads would not use the other cores),
+    else in threads. ``fork=False`` forces threads, ``fork=True`` forks wherever possible."""
     try:
-        return _scan(_Bytes(data), chunk_bytes, threads)
+        return _scan(_Bytes(data), chunk_bytes, threads, fork)
     except Unsupported:
         return None
 
 
-def scan_file(path, *, chunk_bytes: int = 512 << 10, threads: int | None = None) -> Scanned | None:
+def scan_file(path, *, chunk_bytes: int = 512 << 10, threads: int | None = None,
+              fork: bool | None = None) -> Scanned | None:
     """As :func:`scan`, reading the file a slice at a time (the file is never held whole)."""
     import os
 
     fd = os.open(path, os.O_RDONLY)
     try:
-        return _scan(_File(fd), chunk_bytes, threads)
+        return _scan(_File(fd), chunk_bytes, threads, fork)
     except Unsupported:
         return None
     finally:
@@ -225,7 +230,7 @@ def default_threads() -> int:
         return 1
 
 
-def _scan(src, chunk_bytes: int, threads: int | None) -> Scanned:
+def _scan(src, chunk_bytes: int, threads: int | None, fork: bool | None = None) -> Scanned:
     n = src.size
     head = src.read(0, min(n, 1 << 16))
     start = len(head) - len(head.lstrip())
@@ -239,8 +244,11 @@ def _scan(src, chunk_bytes: int, threads: int | None) -> Scanned:
     # malloc arena, paid in page faults) costs more than it saves (3 MB: 0.08 s alone, 0.095 s in two)
     cuts = _split(src, start, max(1, min(threads, n // (16 * chunk_bytes))))
     spans = list(pairwise(cuts))
+    helper_rss = 0
     if len(spans) == 1:
         results = [_scan_span(src, start, n, True, True, mode, chunk_bytes)]
+    elif fork is not False and _can_fork():
+        results, helper_rss = _scan_forked(src, spans, mode, chunk_bytes)
     else:
         from concurrent.futures import ThreadPoolExecutor
 
@@ -259,7 +267,43 @@ def _scan(src, chunk_bytes: int, threads: int | None) -> Scanned:
         cat[k] = np.concatenate([p.pop(k) for p in parts])  # free each slice's column as it is copied
     m_off = np.zeros(n_ops + 1, np.int64)
     np.cumsum(cat.pop("m_count"), out=m_off[1:])
-    return Scanned(n_ops=n_ops, has_index=bool(parts[0]["has_index"]), m_off=m_off, **cat)
+    return Scanned(n_ops=n_ops, has_index=bool(parts[0]["has_index"]), m_off=m_off, helper_max_rss_kb=helper_rss,
+                   **cat)
+
+
+def _can_fork() -> bool:
+    from toki.check import forked
+
+    return forked.available()
+
+
+def _scan_forked(src, spans: list[tuple[int, int]], mode: dict, chunk_bytes: int) -> tuple[list, int]:
+    """Pieces 2.. in forked children, piece 1 here; a child that dies is replaced by doing its
+    piece here. Returns (the pieces' parts in order, the largest child's peak RSS in KB)."""
+    from toki.check.forked import ChildLost, Forked
+
+    last = len(spans) - 1
+    kids: list[Forked] = []
+    try:
+        for i, (a, b) in enumerate(spans[1:], 1):
+            kids.append(Forked(_scan_span, src, a, b, False, i == last, mode, chunk_bytes))
+        results = [_scan_span(src, spans[0][0], spans[0][1], True, last == 0, mode, chunk_bytes)]
+        rss = 0
+        while kids:
+            kid = kids[0]
+            i = len(results)
+            try:
+                results.append(kid.result())
+                rss = max(rss, kid.max_rss_kb or 0)
+            except ChildLost:
+                a, b = spans[i]
+                results.append(_scan_span(src, a, b, False, i == last, mode, chunk_bytes))
+            kids.pop(0)
+    except BaseException:
+        for kid in kids:
+            kid.abandon()
+        raise
+    return results, rss
 
 
 def _split(src, start: int, k: int) -> list[int]:

@@ -6,6 +6,8 @@ errors are one line naming the problem and the fix, exit status 2; ``--json`` on
 that reports results; output streams are arguments so the CLI is testable in-process.
 
 Exit status: 0 success, 1 a check or expectation failed, 2 bad input or no database.
+
+Layer 10, the top: may import every layer and the experiments; nothing in the library imports it.
 """
 
 from __future__ import annotations

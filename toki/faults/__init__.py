@@ -8,8 +8,9 @@ restarted), :mod:`~toki.faults.engines` for the engines of the harness (the proc
 each granted storage call, a file write torn in the middle), :mod:`~toki.faults.report` for the
 fault table and the replayable fault file.
 
-Imports: ``toki.db``, ``toki.engines``, ``toki.backends``, ``toki.judges``, ``toki.model``,
-``toki.errors`` and ``toki.runinfo`` (layers below it); never ``toki.cli``, which sits above.
+Layer 8. Imports: ``toki.db``, ``toki.engines``, ``toki.backends``, ``toki.judges``,
+``toki.model``, ``toki.errors`` and ``toki.runinfo``; never ``toki.cli``, which sits above. Used
+by the command line (``toki faults``) and its tests.
 """
 
 from toki.faults.proxy import FaultTimeout
