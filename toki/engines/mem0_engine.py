@@ -88,7 +88,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toki.engines.engine import Detector, Scenario
+from toki.engines.engine import Detector, OnPostgres, Scenario
 from toki.engines.locks import InstrumentedLock
 from toki.errors import ConfigError
 
@@ -312,7 +312,7 @@ class _Handle:
     ids: dict[str, str] = field(default_factory=dict)  # scenario's name for a memory -> its mem0 id
 
 
-class Mem0Engine:
+class Mem0Engine(OnPostgres):
     name = "mem0"
     executed = "real"
     storage_in_location = False  # the vectors live in a PostgreSQL table per trial, the history under location
@@ -342,24 +342,6 @@ class Mem0Engine:
     @property
     def version(self) -> str:
         return _version()
-
-    @property
-    def server(self):
-        if self._server is None:
-            from toki.db.server import resolve
-
-            self._server = resolve(self._dsn)
-        return self._server
-
-    def use_server(self, server) -> None:
-        self._server = server
-
-    @property
-    def pg_observer(self):
-        """A connection to the same server: a statement waiting on another agent's row lock is seen."""
-        if self._observer is None or self._observer.closed:
-            self._observer = self.server.connect()
-        return self._observer
 
     def _storage(self):
         """The engine's run schema (pgvector created once) and its connection pool."""

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 
 import toki
-from toki.engines.engine import Detector, Scenario
+from toki.engines.engine import Detector, OnPostgres, Scenario
 from toki.levels import Level, parse_level
 from toki.model import SENTINEL, Fact
 
@@ -60,7 +60,7 @@ def lost_trace(fids: tuple[str, ...], name: str = "P4") -> Detector:
     return Detector(name, check)
 
 
-class TokiEngine:
+class TokiEngine(OnPostgres):
     name = "toki"
     executed = "real"
     storage_in_location = False  # storage is a PostgreSQL schema per trial, not the directory
@@ -77,23 +77,6 @@ class TokiEngine:
 
     version = toki.__version__
     description = "TOKI's own write path (Store.write) on PostgreSQL, statement by statement"
-
-    @property
-    def server(self):
-        if self._server is None:
-            from toki.db.server import resolve
-
-            self._server = resolve(None)
-        return self._server
-
-    def use_server(self, server) -> None:
-        self._server = server
-
-    @property
-    def pg_observer(self):
-        if self._observer is None or self._observer.closed:
-            self._observer = self.server.connect()
-        return self._observer
 
     def open(self, location: Path):
         from toki.db.store import Store
