@@ -12,7 +12,6 @@ import pytest
 
 from toki.engines.controller import ReplayChooser, SerialChooser, TapeChooser
 from toki.engines.engine import Engine
-from toki.engines.models import REPORTED, replay_reported
 from toki.engines.models.comparator import ComparatorModel, comparator
 from toki.engines.models.letta import (
     BERLIN,
@@ -39,6 +38,7 @@ from toki.engines.registry import ENGINES, load_engine
 from toki.engines.search import search
 from toki.engines.trial import TrialRunner, clean_abort
 from toki.engines.witness import Witness
+from toki.experiments import reported_races
 
 BUDGET = 30
 
@@ -288,21 +288,26 @@ def test_the_detectors_can_fail():
         assert r.by_design(out)  # N3 fires on a serial mem0 run; the comparator's stays empty
 
 
-# -- the reported races (docs/tables/verdicts.md) -----------------------------------------------------------------
+# -- the reported races on the models (one classification path: the reported-races experiment) -------------------
 
-EXPECTED = {"race": "reproduced", "clean-abort": "reproduced (clean abort)", "design": "reproduced (by design)",
-            "judge-failure": "judge failure, not a race", "not-applicable": "not applicable"}
+EXPECTED = {"race": "reproduced (race)", "clean-abort": "reproduced (clean abort)", "design": "reproduced (design)",
+            "judge": "judge failure"}
+ON_MODELS = [r for r in reported_races.REPORTS if r.engine in ENGINES and ENGINES[r.engine].factory.startswith(
+    ("toki.engines.models.", "toki.engines.atommem_model"))]
 
 
-@pytest.mark.parametrize("race", REPORTED, ids=[f"{r.engine}-{r.scenario}-{r.expect}" for r in REPORTED])
-def test_reported_race_is_classified(race):
-    if race.engine is not None:
-        assert race.scenario in load_engine(race.engine).scenarios
-    row = replay_reported(race, budget=BUDGET, seed=0)
-    assert row["classification"] == EXPECTED[race.expect], row
-    if race.expect == "judge-failure":
-        assert row["race_found"] is False  # one agent, serial: the judge lost the fact, not an interleaving
-    if race.expect == "race":
-        with TrialRunner(load_engine(race.engine), race.scenario) as r:
-            again = r.trial(ReplayChooser(row["grants"]))
-            assert race.anomaly in [a.split(":", 1)[0] for a in again.anomalies]
+def test_some_reports_run_on_models():
+    assert {r.engine for r in ON_MODELS} >= {"letta", "mirix", "mem0-v2"}
+
+
+@pytest.mark.parametrize("report", ON_MODELS, ids=[r.id for r in ON_MODELS])
+def test_reported_race_is_classified(report, tmp_path):
+    assert report.scenario in load_engine(report.engine).scenarios
+    row = reported_races.classify(report, budget=BUDGET, seed=0, witness_dir=tmp_path)
+    assert row["executed"] == "model"
+    assert row["result"] == EXPECTED[report.kind], row
+    if report.kind == "race":  # the witness replays the anomaly
+        w = Witness.load(row["witness"])
+        with TrialRunner(load_engine(report.engine), report.scenario) as r:
+            again = r.trial(ReplayChooser(w.grants))
+            assert report.anomaly in [a.split(":", 1)[0] for a in again.anomalies]

@@ -704,33 +704,6 @@ def reported_love_hate_empty_store() -> Scenario:
                     None, False, (empty_store(),), ())
 
 
-# The reported races of docs/tables/verdicts.md for mem0, and what toki finds on mem0 2.x (for the reported-races
-# experiment and the README table).
-REPORTED = {
-    "reported-duplicate-add": {
-        "claim": "two concurrent add of the same text both pass the duplicate check on a stale snapshot and both "
-                 "insert (duplicate insert)",
-        "applies": True},
-    "reported-linked-ids-p4": {
-        "claim": "a list of linked memory ids read, changed and written back without a lock loses one of two "
-                 "concurrent additions (P4)",
-        "applies": True,
-        "why": "mem0 2.x has such a list (the entity store's linked_memory_ids: add() phase 7 and _upsert_entity "
-               "read an entity, add a memory id to its list and write the payload back, with no lock); mem0 "
-               "reaches it only when spaCy (en_core_web_sm) extracts entities, so without spaCy it does not "
-               "apply; the scenario puts a deterministic quoted-term stand-in in spaCy's place (QuotedTermsNLP)"},
-    "reported-love-hate-empty-store": {
-        "claim": "'I love Chinese food' then 'I hate Chinese food' leaves an empty store (the judge deleted and "
-                 "added nothing: N3)",
-        "applies": False,
-        "why": "a 1.0.x judge flow (ADD/UPDATE/DELETE/NONE); 2.x has no judge and add() never deletes: the "
-               "scenario shows both facts stay current"},
-    "reported-add-only-both-current": {
-        "claim": "the ADD-only pipeline keeps both contradicting facts current (by design)",
-        "applies": True, "by_design": True},
-}
-
-
 def erased_without_history(old: str) -> Detector:
     """N3: the replaced value is in no memory and no history row (mem0 keeps it in the history)."""
     def check(state, errors):

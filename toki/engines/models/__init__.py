@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-import random
 import re
 import sqlite3
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -140,103 +138,3 @@ def rejudged() -> Detector:
                            f"({who}); no judge log keyed by the read set pins the first answer")
         return out
     return Detector("N1", check, observes=True, always=True)
-
-
-# -- the races users reported (docs/tables/verdicts.md), attached to the model each fits ---------------------------
-
-@dataclass(frozen=True)
-class ReportedRace:
-    """One reported race and the model scenario that replays it.
-
-    ``expect`` says how a reproduction shows: "race" (an outcome no serial order produces, named
-    ``anomaly``), "clean-abort" (the engine refuses one writer with ``error``; the outcome is that of
-    a serial run), "design" (the anomaly in serial runs too), "judge-failure" (a judge answer loses
-    the fact in a serial run: not an isolation failure), "not-applicable" (``note`` says why)."""
-
-    system: str
-    report: str
-    engine: str | None
-    scenario: str | None
-    expect: str
-    anomaly: str | None = None
-    error: str | None = None
-    note: str = ""
-
-
-REPORTED: tuple[ReportedRace, ...] = (
-    ReportedRace("Letta", "two writers to one block get a conflict error from its version check (P4 detected, "
-                 "not lost)", "letta", "two-writers-one-block", "clean-abort", error="BlockVersionConflict",
-                 note="also found: when only the LLM steps overlap, the version check passes and one edit is lost "
-                      "(anomaly lost-update)"),
-    ReportedRace("Letta", "a shared block change is not seen until the agent's next step (stale read)", "letta",
-                 "shared-block-stale-read", "race", "N2"),
-    ReportedRace("LangMem and others", "a blind put overwrites a concurrent writer's record and destroys the loser "
-                 "(P4 and N3)", "mem0-v2", "concurrent-update", "race", "lost-update",
-                 note="LangMem is not modelled; mem0 1.0.x's Qdrant upsert is the same blind put (N3: scenario "
-                      "update-overwrites, by design)"),
-    ReportedRace("LangMem and others", "two concurrent \"remember\" calls both replace one memory, leaving two latest "
-                 "versions (A5B)", "mirix", "concurrent-update", "race", "double-supersede",
-                 note="MIRIX's update is delete-then-insert, the shape the report describes"),
-    ReportedRace("LangMem and others", "a long LLM consolidation writes back over memories added meanwhile (P4)",
-                 "letta", "consolidation-overwrites", "race", "lost-update",
-                 note="on Letta's memory_rethink (a sleep-time agent's consolidation)"),
-    ReportedRace("LangMem and others", "order by ingestion instead of event time lets an older fact replace a newer "
-                 "one", "mem0-v2", "ingestion-order", "design", "ingestion-order",
-                 note="mem0 1.0.x keeps no event time: the later arrival wins in a serial run"),
-    ReportedRace("mem0", "two concurrent add of the same text both pass the duplicate check on a stale snapshot and "
-                 "both insert", "mem0-v2", "duplicate-add", "race", "duplicate-insert",
-                 note="the 1.0.x model; the real mem0 2.x engine replays it too"),
-    ReportedRace("mem0", "a list of linked memory ids read, changed and written back without a lock loses one of two "
-                 "concurrent additions (P4)", None, None, "not-applicable",
-                 note="mem0 1.0.x's vector path keeps no linked-id list (entity linking is mem0 2.x: the real "
-                      "engine's scenarios)"),
-    ReportedRace("mem0", "\"I love Chinese food\" then \"I hate Chinese food\" leaves an empty store (the judge "
-                 "deleted and added nothing: no audit, N3)", "mem0-v2", "love-then-hate", "judge-failure",
-                 "judge-failure"),
-    ReportedRace("mem0", "the ADD-only pipeline keeps both contradicting facts current (by design)", None, None,
-                 "not-applicable", note="mem0 1.0.x answers UPDATE/DELETE; ADD-only is mem0 2.x (the real engine)"),
-    ReportedRace("(a testbed)", "\"concurrent writes drop facts\" was the judge returning nothing because of a prompt "
-                 "bug", "mem0-v2", "love-then-hate", "judge-failure", "judge-failure",
-                 note="the same classification: the fact is lost in a serial run, by the judge's answer"),
-)
-
-
-def replay_reported(race: ReportedRace, *, budget: int = 30, seed: int = 0) -> dict:
-    """Run one reported race on its model and classify it (reproduced, not reproduced, judge failure, n/a)."""
-    from toki.engines.controller import TapeChooser
-    from toki.engines.registry import load_engine
-    from toki.engines.search import search
-    from toki.engines.trial import TrialRunner
-
-    row = {"system": race.system, "report": race.report, "engine": race.engine, "scenario": race.scenario,
-           "expect": race.expect, "budget": budget, "note": race.note}
-    if race.engine is None:
-        return {**row, "classification": "not applicable", "evidence": race.note}
-    engine = load_engine(race.engine)
-    with TrialRunner(engine, race.scenario) as runner:
-        runner.serial_outcomes()
-        design = [f for _, _, out in runner.serial_runs for f in runner.by_design(out)
-                  if f.split(":", 1)[0] == race.anomaly]
-        if race.expect in ("design", "judge-failure"):
-            raced = search(runner, budget=budget, seed=seed, shrink=False)
-            cls = ("judge failure, not a race" if race.expect == "judge-failure" else "reproduced (by design)") \
-                if design else "not reproduced"
-            return {**row, "classification": cls, "evidence": design[0] if design else None,
-                    "race_found": raced.admits}
-        if race.expect == "clean-abort":
-            rng = random.Random(seed)
-            for _ in range(budget):
-                tape = [rng.randrange(2) for _ in range(200)]
-                res = runner.trial(TapeChooser(tape))
-                errs = sorted(res.outcome.errors.values())
-                if race.error in errs and res.serializable:
-                    return {**row, "classification": "reproduced (clean abort)",
-                            "evidence": f"{race.error} for one writer; the outcome equals a serial run of the other"}
-            return {**row, "classification": "not reproduced", "evidence": None}
-        res = search(runner, budget=budget, seed=seed,
-                     want=lambda r: any(a.split(":", 1)[0] == race.anomaly for a in r.anomalies))
-        if res.admits:
-            return {**row, "classification": "reproduced",
-                    "evidence": next(a for a in res.found.anomalies if a.split(":", 1)[0] == race.anomaly),
-                    "grants": list(res.found.trace.grants)}
-        return {**row, "classification": "not reproduced", "evidence": None}
