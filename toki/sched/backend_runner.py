@@ -39,6 +39,7 @@ from toki.backends.base import ErrorKind
 from toki.backends.portable import PortableConnection
 from toki.errors import ScheduleError, StepTimeout
 from toki.levels import Level, parse_level
+from toki.sched.drive import StepLoop
 from toki.sched.results import (
     _BEGIN,
     _COMMIT,
@@ -277,7 +278,7 @@ def _admin(lane: BackendLane, sql: str, schedule: Schedule, what: str) -> list:
                                 "dialect notes)") from None
 
 
-class _Execution:
+class _Execution(StepLoop):
     def __init__(self, runner, schedule: Schedule, level: Level, mode: str, lane: BackendLane, sessions):
         self.r, self.s, self.level, self.mode, self.lane = runner, schedule, level, mode, lane
         self.seam = lane.seam
@@ -288,34 +289,7 @@ class _Execution:
         self.threaded = lane.kind == "mysql"
         self.keys = tuple(lane.seam.expectation_keys())
 
-    # -- driving ---------------------------------------------------------------------------
-    def go(self) -> None:
-        for idx, step in enumerate(self.s.steps):
-            self.clock = idx
-            sess = self.sessions[step.session]
-            if sess.pending is not None or sess.deferred:
-                if self.mode == "error" and sess.pending is not None:
-                    b = sess.pending[0]
-                    raise ScheduleError(
-                        f"{self.s.source}: step {idx} ({step.describe()}) was sent to session {step.session}, "
-                        f"which is still blocked in step {b} ({self.s.steps[b].describe()})",
-                        fix="reorder the steps so a blocked session is unblocked first, or set on_blocked = \"defer\"")
-                sess.deferred.append(idx)
-                continue
-            self._issue(idx)
-            self._settle()
-        deadline = time.monotonic() + self.r.step_limit_s
-        while any(s.pending or s.deferred for s in self.sessions.values()):
-            if self._settle(wait_any=True):
-                deadline = time.monotonic() + self.r.step_limit_s
-                continue
-            if time.monotonic() > deadline:
-                stuck = [s.pending[0] for s in self.sessions.values() if s.pending]
-                raise StepTimeout(
-                    f"{self.s.source}: step(s) {stuck} still blocked after the last step and {self.r.step_limit_s:g}s",
-                    fix="the schedule never releases the lock these steps wait for: add the commit or rollback "
-                        "that ends the blocking transaction")
-
+    # -- driving: the step loop is toki.sched.drive.StepLoop.go --------------------------------
     def _submit(self, sess: _Session, idx: int):
         step = self.s.steps[idx]
         if sess.pool is not None:

@@ -38,6 +38,7 @@ from toki.levels import Level, parse_level
 from toki.model import Fact
 from toki.operators import set_key
 from toki.sched.green import GreenConnection, Task, Worker, poll_any
+from toki.sched.drive import StepLoop
 from toki.sched.results import (
     _BEGIN,
     _COMMIT,
@@ -308,7 +309,7 @@ def _msg(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
-class _Execution:
+class _Execution(StepLoop):
     """The state of one run: which steps are pending, blocked or deferred."""
 
     def __init__(self, runner: Runner, schedule: Schedule, level: Level, mode: str, lane: Lane,
@@ -322,36 +323,7 @@ class _Execution:
         self.released = False  # a step completed that may have released another session's lock
         self.broken: set[int] = set()  # steps cancelled by toki to break a deadlock (non-superuser)
 
-    # -- driving ------------------------------------------------------------------------------
-    def go(self) -> None:
-        for idx, step in enumerate(self.s.steps):
-            self.clock = idx
-            sess = self.sessions[step.session]
-            if sess.pending is not None or sess.deferred:
-                if self.mode == "error" and not step.await_steps and sess.pending is not None:
-                    blocked_idx = sess.pending[0]
-                    raise ScheduleError(
-                        f"{self.s.source}: step {idx} ({step.describe()}) was sent to session {step.session}, "
-                        f"which is still blocked in step {blocked_idx} ({self.s.steps[blocked_idx].describe()})",
-                        fix="reorder the steps so a blocked session is unblocked first, or set on_blocked = \"defer\"")
-                sess.deferred.append(idx)
-                continue
-            self._issue(idx)
-            self._settle()
-        # Drain: the rest can only finish through commits already sent, aborts or deadlocks.
-        deadline = time.monotonic() + self.r.step_limit_s
-        while any(s.pending or s.deferred for s in self.sessions.values()):
-            if self._settle(wait_any=True):
-                deadline = time.monotonic() + self.r.step_limit_s
-                continue
-            if time.monotonic() > deadline:
-                stuck = [s.pending[0] for s in self.sessions.values() if s.pending]
-                raise StepTimeout(
-                    f"{self.s.source}: step(s) {stuck} ({'; '.join(self.s.steps[i].describe() for i in stuck)}) "
-                    f"still blocked after the last step and {self.r.step_limit_s:g}s",
-                    fix="the schedule never releases the lock these steps wait for: add the commit or rollback "
-                        "that ends the blocking transaction")
-
+    # -- driving: the step loop is toki.sched.drive.StepLoop.go -----------------------------------
     def _issue(self, idx: int) -> None:
         step = self.s.steps[idx]
         sess = self.sessions[step.session]
