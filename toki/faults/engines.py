@@ -189,8 +189,12 @@ def _own_connections(eng) -> None:
     import psycopg
 
     devnull = os.open(os.devnull, os.O_RDWR)
+    kinds = (psycopg.Connection, psycopg.AsyncConnection)
     for obj in gc.get_objects():
-        if isinstance(obj, (psycopg.Connection, psycopg.AsyncConnection)):
+        # type(), not isinstance(): isinstance reads obj.__class__, which some lazy proxies (openai's
+        # module clients, loaded with graphiti) answer by importing their whole module tree, 4.5 s
+        # in every forked child
+        if issubclass(type(obj), kinds):
             with contextlib.suppress(Exception):
                 if not obj.closed:
                     os.dup2(devnull, obj.pgconn.socket)
