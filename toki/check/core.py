@@ -95,8 +95,8 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
     rendered = {k: render(h, k, v) for k, v in found.items()}
     result = result_map(prohibited, reportable, rendered)
     if stats:
-        result["stats"] = {"parser": h.parser, "helper_max_rss_kb": h.helper_max_rss_kb, "txns": h.n_txns, "ops": h.n_ops, "mops": len(h.m_txn), "edges": n_edges,
-                           "nontrivial_sccs": n_scc,
+        result["stats"] = {"parser": h.parser, "helper_max_rss_kb": h.helper_max_rss_kb, "txns": h.n_txns,
+                           "ops": h.n_ops, "mops": len(h.m_txn), "edges": n_edges, "nontrivial_sccs": n_scc,
                            "seconds": {"load": t_load - t0, "parse": t_parse - t_load, "infer": t_infer - t_parse,
                                        "cycles": t_cycles - t_infer, "total": time.perf_counter() - t0}}
     return result
