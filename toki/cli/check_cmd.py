@@ -6,6 +6,8 @@ ran out of time is never a pass), 2 bad input (the message names the op and what
 
 from __future__ import annotations
 
+from toki.render import emit_json
+
 EPILOG = ("exit status: 0 valid, 1 invalid or unknown (never a pass), 2 bad input. "
           "Default models (none given): strict-serializable, as Elle. "
           "elle-cli's flags work too: -m/--model list-append|rw-register (the workload), "
@@ -102,21 +104,6 @@ def _options(args) -> tuple[str, list | None, list | None]:
     given_models = args.model is not None and models or args.consistency_models is not None
     return (workloads[0] if workloads else "list-append", models if given_models else None,
             anomalies if (args.anomaly is not None or args.anomalies is not None) else None)
-
-
-def emit_json(obj, out, path: str | None = None) -> None:
-    """As toki.render.emit_json (same text), without importing rich: a check's result is plain
-    data, and rich's import is a tenth of a small check's time."""
-    import json
-    from pathlib import Path
-
-    text = json.dumps(obj, indent=2, default=str, ensure_ascii=False)
-    if path and path != "-":
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text + "\n")
-    else:
-        out.write(text + "\n")
 
 
 def _human(res: dict, out) -> None:

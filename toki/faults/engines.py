@@ -272,22 +272,27 @@ class EngineFaults:
             h = self.engine.open(loc)
             self.engine.close(h)
 
-    def _direct_final(self):
+    @contextlib.contextmanager
+    def _fresh_location(self, prefix: str):
+        """A seeded storage folder for one run, removed (and discarded by the engine) afterwards."""
         self._n += 1
-        loc = self.runner.workdir / f"direct{self._n}"
+        loc = self.runner.workdir / f"{prefix}{self._n}"
         shutil.rmtree(loc, ignore_errors=True)
         loc.mkdir(parents=True)
         try:
             self._seed(loc)
-            res = EngineFault(self.system, self.scenario.name, "", 0, "")
-            got = _in_child(lambda: self._direct_state(loc, res), eng=self.engine)
-            return got.get("ok")
+            yield loc
         finally:
             shutil.rmtree(loc, ignore_errors=True)
             discard = getattr(self.engine, "discard", None)
             if callable(discard):
                 with contextlib.suppress(Exception):
                     discard(loc)
+
+    def _direct_final(self):
+        with self._fresh_location("direct") as loc:
+            res = EngineFault(self.system, self.scenario.name, "", 0, "")
+            return _in_child(lambda: self._direct_state(loc, res), eng=self.engine).get("ok")
 
     def _direct_state(self, loc, res: EngineFault):
         with hooks_installed(loc):
@@ -304,12 +309,7 @@ class EngineFaults:
         res = EngineFault(self.system, self.scenario.name, kind, point,
                           labels[point] if point < len(labels) else "after the last call returned")
         t0 = time.perf_counter()
-        self._n += 1
-        loc = self.runner.workdir / f"fault{self._n}"
-        shutil.rmtree(loc, ignore_errors=True)
-        loc.mkdir(parents=True)
-        try:
-            self._seed(loc)
+        with self._fresh_location("fault") as loc:
             self._crash(loc, kind, point, res)
             done = sum(1 for a in self.order if max(i for i, g in enumerate(grants) if g == a) < point)
             # Recovery runs in a process of its own too: an engine that crashes reopening what a
@@ -324,12 +324,6 @@ class EngineFaults:
             else:
                 res.findings.extend(got["ok"]["findings"])
                 res.retried = got["ok"]["retried"]
-        finally:
-            shutil.rmtree(loc, ignore_errors=True)
-            discard = getattr(self.engine, "discard", None)
-            if callable(discard):
-                with contextlib.suppress(Exception):
-                    discard(loc)
         res.seconds = round(time.perf_counter() - t0, 3)
         res.survived = not res.findings
         return res
