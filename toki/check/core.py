@@ -227,10 +227,11 @@ def explain_cycle(h: History, typ: str, txns: list[int], cls: list[int], ob: lis
         es = by_rel[rel]
         j = es.find(a, b)
         step = {"type": G.REL_NAMES[rel]}
-        if j is not None:
-            k = h.key(int(es.key[j]))
-            v1 = None if es.v1[j] == G.NONE else h.value(int(es.v1[j]))
-            v2 = None if es.v2[j] == G.NONE else h.value(int(es.v2[j]))
+        f = es.facts(j) if j is not None else None
+        if f is not None:
+            k = h.key(f[0])
+            v1 = None if f[1] == G.NONE else h.value(f[1])
+            v2 = None if f[2] == G.NONE else h.value(f[2])
             step.update({"key": k, "value": v1, "value'": v2,
                          "explanation": _sentence(h.workload, rel, an, bn, k, v1, v2)})
         steps.append(step)

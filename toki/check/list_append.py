@@ -341,13 +341,14 @@ def analyse(h: History) -> dict:
         prev_oi[unk[has]] = li
     pw = o_wt[prev_oi] if nO else np.full(len(poss_a), -1, np.int64)
     pw = np.where((prev_oi >= 0) & (pw >= 0) & (ttype[np.maximum(pw, 0)] != FAIL), pw, -1)
-    m = pw >= 0
     a_txn = m_txn[poss_a]
-    ww = EdgeSet(WW, pw[m], a_txn[m], m_key[poss_a][m], prev_val[m], m_val[poss_a][m])
+    a_key, a_val = m_key[poss_a], m_val[poss_a]     # fact rows of ww and rw: one per possible append
+    at = np.flatnonzero((pw >= 0) & (pw != a_txn))  # self-edges left out here, not copied out later
+    ww = EdgeSet(WW, pw[at], a_txn[at], a_key, prev_val, a_val, at)
     # wr: writer of a read's last element -> reader
     wt = np.where((last_wt >= 0) & (ttype[np.maximum(last_wt, 0)] != FAIL), last_wt, -1)
-    m = (wt >= 0) & r_poss
-    wr = EdgeSet(WR, wt[m], r_txn[m], rk[m], last_val[m], last_val[m])
+    at = np.flatnonzero((wt >= 0) & r_poss & (wt != r_txn))
+    wr = EdgeSet(WR, wt[at], r_txn[at], rk, last_val, last_val, at)
     # rw: readers of the previous version -> appender
     vcode = np.where(nonempty, last_code, C.init(rk))
     rsel = np.flatnonzero(r_poss)
@@ -364,7 +365,7 @@ def analyse(h: History) -> dict:
         lo = cnt = np.zeros(len(poss_a), np.int64)
     rep = np.repeat(np.arange(len(poss_a)), cnt)
     srcs = rtx[np.repeat(lo, cnt) + (np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))]
-    rw = EdgeSet(RW, srcs, a_txn[rep], m_key[poss_a][rep], prev_val[rep], m_val[poss_a][rep])
+    rw = EdgeSet(RW, srcs, a_txn[rep], a_key, prev_val, a_val, rep)
 
     internal = _internal_cases(h, go, newg, ri, rows)
     if internal:

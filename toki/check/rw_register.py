@@ -150,7 +150,7 @@ def analyse(h: History, *, wfr_keys=False, sequential_keys=False, linearizable_k
     one = hi - lo == 1
     wr_src = E["txn"][xw[wo[lo[one]]]]
     wr_dst = E["txn"][rr[one]]
-    wr = EdgeSet(WR, wr_src, wr_dst, E["key"][rr[one]], E["rval"][rr[one]], E["rval"][rr[one]])
+    wr = EdgeSet(WR, wr_src, wr_dst, E["key"], E["rval"], E["rval"], rr[one])
 
     # --- version graphs ---
     sources = [("initial-state", _initial_state(E, ttype, code))]
@@ -181,8 +181,7 @@ def analyse(h: History, *, wfr_keys=False, sequential_keys=False, linearizable_k
 
     # --- ww and rw from version edges (deduplicated) ---
     if len(va):
-        pairs = np.unique(np.stack([va, vb], 1), axis=0)
-        va, vb = pairs[:, 0], pairs[:, 1]
+        va, vb = _unique_pairs(va, vb)
     # writers of vb
     lo = np.searchsorted(ws, vb, "left")
     hi = np.searchsorted(ws, vb, "right")
@@ -193,8 +192,8 @@ def analyse(h: History, *, wfr_keys=False, sequential_keys=False, linearizable_k
     hi1 = np.searchsorted(ws, va, "right")
     m = (hi1 > lo1) & has_w2
     w1 = E["txn"][xw[wo[lo1[m]]]] if m.any() else np.zeros(0, np.int64)
-    keys_of = lambda c: _key_of(c, C)
-    ww = EdgeSet(WW, w1, w2[m], keys_of(va[m]), _val_of(va[m], C), _val_of(vb[m], C))
+    facts = _key_of(va, C), _val_of(va, C), _val_of(vb, C)  # one row per version edge, for ww and rw
+    ww = EdgeSet(WW, w1, w2[m], *facts, np.flatnonzero(m))
     # rw: readers of va -> writer of vb
     ro, rs = index(xr_code)
     lo2 = np.searchsorted(rs, va, "left")
@@ -203,7 +202,7 @@ def analyse(h: History, *, wfr_keys=False, sequential_keys=False, linearizable_k
     rep = np.repeat(np.arange(len(va)), cnt)
     offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
     readers = E["txn"][xr[ro[np.repeat(lo2, cnt) + offs]]]
-    rw = EdgeSet(RW, readers, w2[rep], keys_of(va[rep]), _val_of(va[rep], C), _val_of(vb[rep], C))
+    rw = EdgeSet(RW, readers, w2[rep], *facts, rep)
 
     # --- lost update: ok txns that externally read k = v and then write k ---
     lu_g = np.flatnonzero(E["read"] & E["write"] & g_ok)
@@ -295,8 +294,23 @@ def _txn_order_versions(h: History, E, code, how: str):
     return keys[a_i][keep], a[keep], b[keep]
 
 
+def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (a, b) pairs in (a, b) order, as ``np.unique(np.stack([a, b], 1), axis=0)``
+    gives them: that sorts rows as structured values (1.9 s for 2.6 million pairs here), a
+    lexsort of the two columns about a tenth of it."""
+    o = np.lexsort((b, a))
+    sa, sb = a[o], b[o]
+    new = np.empty(len(o), bool)
+    new[:1] = True
+    np.not_equal(sa[1:], sa[:-1], out=new[1:])
+    new[1:] |= sb[1:] != sb[:-1]
+    return sa[new], sb[new]
+
+
 def _version_cycles(h: History, k, a, b, C: Codes) -> list[dict]:
-    if len(a) == 0:
+    if len(a) == 0 or bool((a < b).all()):
+        # every edge goes up in code order, a topological order: no cycle (always so for the
+        # initial-state hints alone, nil's codes being negative), and no need to rank the codes
         return []
     nodes, inv = np.unique(np.concatenate([a, b]), return_inverse=True)
     n = len(nodes)
