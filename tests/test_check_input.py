@@ -18,6 +18,8 @@ from toki.check.gen import generate, write_edn
 from toki.check.history import parse, parse_text
 from toki.cli import main
 
+from test_check_scan import assert_same, assert_same_columns
+
 
 def run(*argv):
     out, err = io.StringIO(), io.StringIO()
@@ -144,6 +146,47 @@ def test_edn_with_nemesis_ops_vectors_strings_and_comments():
         h = parse_text(variant.encode(), "list-append", fmt="edn")
         got = check(h, models=["serializable"])
         assert (got["valid"], got["anomaly_types"]) == (False, ["G2-item"]), variant[:60]
+
+
+@pytest.mark.parametrize("fork", [True, False])
+@pytest.mark.parametrize("workload", ["list-append", "rw-register"])
+def test_edn_files_are_rewritten_a_slice_at_a_time(tmp_path, workload, fork):
+    """A file of Jepsen's EDN is rewritten to JSON slice by slice as it is scanned, in every
+    piece (forked or threaded): the same columns as rewriting the whole text at once, whatever
+    the slice size, and the same History as the EDN reader."""
+    from toki.check import jsonscan
+    from toki.check.history import _edn_as_json, _edn_slice_as_json, read
+
+    text = _edn(workload, "snapshot-isolation", 3, txns=300)
+    whole = jsonscan.scan(_edn_as_json(text), threads=1)
+    p = tmp_path / "history.edn"
+    p.write_bytes(text)
+    for chunk in (97, 300, 4096):
+        sc = jsonscan.scan_file(p, chunk_bytes=chunk, threads=3, fork=fork, rewrite=_edn_slice_as_json)
+        assert_same_columns(whole, sc, (chunk, fork))
+    h = read(p, workload)
+    assert h.parser == "edn-scan"
+    assert_same(h, parse_text(text, workload, fmt="edn", scan=False))
+    unnamed = tmp_path / "history.log"  # no .edn suffix: known by its first bytes
+    unnamed.write_bytes(text)
+    assert read(unnamed, workload).parser == "edn-scan"
+
+
+def test_edn_file_the_slice_rewrite_cannot_take_goes_to_the_edn_reader(tmp_path):
+    """A string in the last op (or a vector of ops) stops the slice rewrite; the EDN reader
+    then reads the file, with the same verdict."""
+    from toki.check.history import read
+
+    text = _edn("list-append", "snapshot-isolation", 4, txns=300)
+    want = check(parse_text(text, "list-append", fmt="edn", scan=False), models=["serializable"])
+    assert want["valid"] is False
+    for name, body in (("string", text + b'{:index 99999, :time 99999, :type :info, :process :nemesis, :f :kill, :value "n1"}\n'),
+                       ("vector", b"[" + text + b"]")):
+        p = tmp_path / f"{name}.edn"
+        p.write_bytes(body)
+        h = read(p, "list-append")
+        assert h.parser == ("general" if name == "string" else "edn-scan"), name
+        assert check(h, models=["serializable"]) == want, name
 
 
 # ------------------------------------------------------------------ elle-cli's flags
