@@ -11,14 +11,13 @@ import json
 
 import numpy as np
 import pytest
+from test_check_scan import assert_same, assert_same_columns
 
 from toki.check import check
 from toki.check.core import process_edges, realtime_edge_set
 from toki.check.gen import generate, write_edn
 from toki.check.history import parse, parse_text
 from toki.cli import main
-
-from test_check_scan import assert_same, assert_same_columns
 
 
 def run(*argv):
