@@ -148,6 +148,27 @@ def _compile_toki() -> None:
     compileall.compile_dir(Path(toki.__file__).parent, quiet=1)
 
 
+def calibrate() -> dict:
+    """Seconds this machine takes for fixed work, now (best of three): a numpy sort of 4 million
+    integers and a Python loop of 3 million steps. On a shared VM the same check has run 2x
+    slower at one hour than at another; these figures, printed and recorded with every run, let
+    two runs' timings be compared."""
+    import numpy as np
+
+    x = np.random.default_rng(0).integers(0, 1 << 40, 4_000_000)
+    sort_s, loop_s = [], []
+    for _ in range(3):
+        t = time.perf_counter()
+        np.sort(x)
+        sort_s.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        acc = 0
+        for i in range(3_000_000):
+            acc += i & 7
+        loop_s.append(time.perf_counter() - t)
+    return {"numpy_sort_4m_s": min(sort_s), "python_loop_3m_s": min(loop_s)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -166,6 +187,9 @@ def main(argv=None) -> int:
     if not toki:
         raise SystemExit("the toki command is not installed next to this Python (pip install -e .)")
     _compile_toki()
+    cal = calibrate()
+    print(f"machine: numpy sort of 4M ints {cal['numpy_sort_4m_s']:.3f} s, Python loop of 3M steps "
+          f"{cal['python_loop_3m_s']:.3f} s (compare these across runs)", flush=True)
     rows = []
     for w in args.workloads:
         for n in args.sizes:
@@ -189,7 +213,7 @@ def main(argv=None) -> int:
     if args.json:
         from toki.runinfo import provenance
 
-        out = {"results": rows, "provenance": provenance(seed=args.seed, options=vars(args))}
+        out = {"results": rows, "calibration": cal, "provenance": provenance(seed=args.seed, options=vars(args))}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     return 0
