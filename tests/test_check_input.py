@@ -149,20 +149,28 @@ def test_edn_with_nemesis_ops_vectors_strings_and_comments():
 
 @pytest.mark.parametrize("fork", [True, False])
 @pytest.mark.parametrize("workload", ["list-append", "rw-register"])
-def test_edn_files_are_rewritten_a_slice_at_a_time(tmp_path, workload, fork):
-    """A file of Jepsen's EDN is rewritten to JSON slice by slice as it is scanned, in every
-    piece (forked or threaded): the same columns as rewriting the whole text at once, whatever
-    the slice size, and the same History as the EDN reader."""
+def test_edn_is_scanned_as_its_json_is(tmp_path, workload, fork):
+    """Jepsen's EDN is scanned natively (commas are whitespace, keywords are names, forms alternate
+    key and value): the same columns as the same ops written as JSON, whatever the slice size, in
+    forked or threaded pieces, one op map per line or a vector of them; and the same History as
+    the EDN reader."""
     from toki.check import jsonscan
-    from toki.check.history import _edn_as_json, _edn_slice_as_json, read
+    from toki.check.gen import write_json
+    from toki.check.history import read
 
-    text = _edn(workload, "snapshot-isolation", 3, txns=300)
-    whole = jsonscan.scan(_edn_as_json(text), threads=1)
+    ops = list(generate(workload=workload, txns=300, keys=4, db="snapshot-isolation", seed=3, concurrency=5))
+    buf = io.StringIO()
+    write_json(iter(ops), buf)
+    want = jsonscan.scan(buf.getvalue().encode(), threads=1)
+    buf = io.StringIO()
+    write_edn(iter(ops), buf)
+    text = buf.getvalue().encode()
     p = tmp_path / "history.edn"
-    p.write_bytes(text)
-    for chunk in (97, 300, 4096):
-        sc = jsonscan.scan_file(p, chunk_bytes=chunk, threads=3, fork=fork, rewrite=_edn_slice_as_json)
-        assert_same_columns(whole, sc, (chunk, fork))
+    for body in (text, b"[" + text + b"]"):
+        p.write_bytes(body)
+        for chunk in (97, 300, 4096):
+            sc = jsonscan.scan_file(p, chunk_bytes=chunk, threads=3, fork=fork, edn=True)
+            assert_same_columns(want, sc, (chunk, fork, body[:1]))
     h = read(p, workload)
     assert h.parser == "edn-scan"
     assert_same(h, parse_text(text, workload, fmt="edn", scan=False))
@@ -171,9 +179,9 @@ def test_edn_files_are_rewritten_a_slice_at_a_time(tmp_path, workload, fork):
     assert read(unnamed, workload).parser == "edn-scan"
 
 
-def test_edn_file_the_slice_rewrite_cannot_take_goes_to_the_edn_reader(tmp_path):
-    """A string in the last op (or a vector of ops) stops the slice rewrite; the EDN reader
-    then reads the file, with the same verdict."""
+def test_edn_file_the_scanner_cannot_take_goes_to_the_edn_reader(tmp_path):
+    """A string in the last op sends the file to the EDN reader (a vector of ops does not), with
+    the same verdict."""
     from toki.check.history import read
 
     text = _edn("list-append", "snapshot-isolation", 4, txns=300)

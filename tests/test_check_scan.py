@@ -229,3 +229,41 @@ def test_scanner_accepts_only_json_and_then_agrees(i, byte, how):
         assert a == b
     else:
         assert_same(a, b)
+
+
+def _small_edn() -> bytes:
+    from toki.check.gen import write_edn
+
+    f = io.StringIO()
+    write_edn(iter(ops_of("list-append", "read-committed", 7, txns=12, keys=2)), f)
+    return f.getvalue().encode()
+
+
+SMALL_EDN = _small_edn()
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, len(SMALL_EDN) - 1), st.sampled_from(list(b'[]{},:" -0123456789niltrefasxp#;\n<>=.*+!?_/\'~@^`%&$|\t')),
+       st.sampled_from(["replace", "insert", "delete"]))
+def test_edn_scanner_accepts_only_edn_and_then_agrees(i, byte, how):
+    """As for JSON: a mutated EDN history the scanner takes must be EDN the EDN reader takes, and
+    both paths must then build the same History (or name the same bad op)."""
+    t = {"replace": SMALL_EDN[:i] + bytes([byte]) + SMALL_EDN[i + 1:],
+         "insert": SMALL_EDN[:i] + bytes([byte]) + SMALL_EDN[i:],
+         "delete": SMALL_EDN[:i] + SMALL_EDN[i + 1:]}[how]
+    if jsonscan.scan(t, edn=True) is None:
+        return
+
+    def outcome(fn):
+        try:
+            return fn()
+        except HistoryError as e:
+            return str(e)
+
+    a = outcome(lambda: parse_text(t, "list-append", fmt="edn"))
+    b = outcome(lambda: parse_text(t, "list-append", fmt="edn", scan=False))
+    assert not isinstance(b, str) or "EDN" not in b, b  # the reader must read what the scanner took
+    if isinstance(a, str) or isinstance(b, str):
+        assert a == b
+    else:
+        assert_same(a, b)

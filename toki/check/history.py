@@ -165,59 +165,16 @@ def read(path: str | Path, workload: str, *, scan: bool = True, fmt: str | None 
         try:
             with open(p, "rb") as f:
                 head = f.read(64).lstrip()
-            edn = fmt == "edn" or (fmt is None and head.startswith(b"{:"))
-            if edn and not head.startswith(b"{"):
-                return parse_text(read_bytes(p), workload, fmt="edn", name=str(p))  # a vector of ops
-            # Jepsen's EDN, one op map per line, is rewritten to JSON a slice at a time as it is
-            # scanned (in parallel, never holding the file); at 10^5 ops, 1.1 s -> 0.5 s end to end
-            sc = jsonscan.scan_file(p, rewrite=_edn_slice_as_json if edn else None)
+            edn = fmt == "edn" or (fmt is None and head.startswith((b"{:", b"[{:")))
+            sc = jsonscan.scan_file(p, edn=edn)
         except OSError as e:
             raise HistoryError(f"cannot read history file {str(p)!r}: {e.strerror}", fix="check the path") from None
         h = _from_scan(sc, workload)
         if h is not None:
             h.parser = "edn-scan" if edn else h.parser
             return h
-        scan = False  # what the scanner does not take (after any rewrite): straight to the general path
+        scan = False  # what the scanner does not take: straight to the general path
     return parse_text(read_bytes(p), workload, fmt=fmt, name=str(p), scan=scan)
-
-
-def _edn_slice_as_json(buf: bytes) -> bytes | None:
-    return _edn_as_json(buf, strip=False)
-
-
-# EDN as Jepsen writes it (``pr-str`` of each op map: ", " between map entries, one space between
-# vector elements, keywords, nil) is a JSON history with other punctuation. Rewriting the
-# punctuation with bytes.replace (C speed) and handing the result to the scanner beats an EDN
-# reader by far (edn_format makes Python objects through a Python lexer). Only text with no
-# strings, comments, tags, escapes or tabs is rewritten, where the rewrite cannot change what a
-# token means; anything it gets wrong is JSON the scanner refuses, and the EDN reader decides.
-_EDN_KEYS = (b"index", b"time", b"type", b"process", b"f", b"value")
-_EDN_VALUES = (b"invoke", b"ok", b"fail", b"info", b"txn")
-_EDN_MOPS = (b"append", b"r", b"w")
-_EDN_NAME = rb"[A-Za-z_*+!?<>=.][\w*+!?<>=.\-]*"
-
-
-def _edn_as_json(text: bytes, strip: bool = True) -> bytes | None:
-    """The JSON this EDN means, or None. ``strip=False`` for a slice of a file (the scanner's
-    rewrite): its leading newline shows that its first op starts a line."""
-    import re
-
-    if not text.isascii() or any(c in text for c in (b'"', b";", b"#", b"\\", b"\t")):
-        return None
-    x = (text.strip() if strip else text).replace(b", ", b",")
-    for k in _EDN_KEYS:
-        x = x.replace(b":" + k + b" ", b'"' + k + b'":')
-    for v in _EDN_VALUES:
-        x = x.replace(b":" + v, b'"' + v + b'"')
-    for f in _EDN_MOPS:
-        x = x.replace(b"[:" + f + b" ", b'["' + f + b'" ')  # its comma comes with the other spaces
-    x = x.replace(b"nil", b"null")
-    if x.count(b":") != x.count(b'":'):  # other keywords (nemesis ops, extra keys): rarer, by regex
-        x = re.sub(rb"(?<=[{,]):(" + _EDN_NAME + rb") ", rb'"\1":', x)
-        x = re.sub(rb"(?<=[\s\[{,:]):(" + _EDN_NAME + rb")", rb'"\1"', x)
-    if x[:1] == b"[":
-        x = x.replace(b"}\n{", b"},\n{")
-    return x.replace(b" ", b",")
 
 
 def _check_workload(workload: str) -> None:
@@ -239,9 +196,10 @@ def parse_text(text: str | bytes, workload: str, *, fmt: str | None = None, name
                scan: bool = True) -> History:
     """Parse history text into columns.
 
-    JSON of the common shape goes through the vectorised scanner (:mod:`toki.check.jsonscan`),
-    which makes no Python object per op; anything it does not accept (EDN, string keys, floats,
-    nested maps, a malformed op, ...) goes through the general path (op maps, then
+    JSON of the common shape, and EDN as Jepsen writes it (keywords, no strings), go through the
+    vectorised scanner (:mod:`toki.check.jsonscan`), which makes no Python object per op; anything
+    it does not accept (string keys, floats, nested maps, EDN strings, comments or tags, a
+    malformed op, ...) goes through the general path (op maps, then
     :func:`parse`), which accepts it or names the bad op. Both give the same History; its
     ``parser`` field says which one ran. ``scan=False`` forces the general path.
     """
@@ -250,16 +208,11 @@ def parse_text(text: str | bytes, workload: str, *, fmt: str | None = None, name
         from toki.check import jsonscan
 
         head = text.lstrip()[:3]
-        if fmt == "edn" or (fmt is None and head.startswith((b"{:", b"[{:"))):
-            j = _edn_as_json(text)
-            h = None if j is None else _from_scan(jsonscan.scan(j), workload)
-            if h is not None:
-                h.parser = "edn-scan"
-                return h
-        elif head[:1] in (b"[", b"{"):
-            h = _from_scan(jsonscan.scan(text), workload)
-            if h is not None:
-                return h
+        edn = fmt == "edn" or (fmt is None and head.startswith((b"{:", b"[{:")))
+        h = _from_scan(jsonscan.scan(text, edn=edn), workload) if head[:1] in (b"[", b"{") else None
+        if h is not None:
+            h.parser = "edn-scan" if edn else h.parser
+            return h
     ops = loads(text, fmt=fmt, name=name)
     h = parse(ops, workload)
     ops.clear()  # the op maps are the bulk of the memory: free them at once

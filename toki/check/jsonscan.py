@@ -29,6 +29,13 @@ to be exactly one literal run between two quotes, numbers are parsed in groups o
 count, the container depth of every token comes from a cumulative sum over the brackets only,
 and the grammar is checked as a table of allowed (depth, token, next token) triples, plus one
 rule for object keys. Slices end after an op's closing brace, so no op is split.
+
+EDN as Jepsen writes it (``edn=True``) is scanned the same way, with three differences: commas
+are whitespace, a keyword (``:ok``) is a literal run read as a name, and a map's forms alternate
+key and value (keys must be keywords), so there is no comma or colon token and an element or a
+value is one token on from the one before, not two. Only bytes of names, integers, nil, true,
+false and brackets are taken: strings, characters, comments, tags, metadata and namespaced
+keywords send the file to the EDN reader, as JSON outside the subset goes to the general parser.
 """
 
 from __future__ import annotations
@@ -53,10 +60,18 @@ def _table(default: int, pairs: dict[int, int]) -> bytes:
 # byte classes: whitespace, structural (incl. control characters and non-ASCII), literal
 _CLS = _table(_LIT, {**{c: _STRUCT for c in range(32)}, **{c: _STRUCT for c in range(128, 256)},
                      **{c: _STRUCT for c in b"[]{},:\\"}, **{c: _WS for c in b" \t\n\r"}})
+# EDN: commas are whitespace, a keyword (":name") is a literal run, and no string is taken
+# EDN's bytes the scanner takes (strings, characters, comments, tags, metadata, ... are not)
+_EDN_BYTES = bytes(range(48, 58)) + bytes(range(65, 91)) + bytes(range(97, 123)) + b"-_?!*+.:[]{} \t\n\r,"
+_CLS_EDN = _table(_LIT, {**{c: _STRUCT for c in range(32)}, **{c: _STRUCT for c in range(128, 256)},
+                         **{c: _STRUCT for c in b"[]{}\\"}, **{c: _WS for c in b" \t\n\r,"}})
 # token kind from its first byte
 _KIND = _table(OTHER, {ord("["): LBRACK, ord("{"): LBRACE, ord("]"): RBRACK, ord("}"): RBRACE, ord(","): COMMA,
                        ord(":"): COLON, ord('"'): STR, ord("-"): NUM, ord("n"): NULL, ord("t"): TRUE,
                        ord("f"): FALSE, **{c: NUM for c in b"0123456789"}})
+_KIND_EDN = _table(OTHER, {ord("["): LBRACK, ord("{"): LBRACE, ord("]"): RBRACK, ord("}"): RBRACE,
+                           ord(":"): STR, ord("-"): NUM, ord("n"): NULL, ord("t"): TRUE, ord("f"): FALSE,
+                           **{c: NUM for c in b"0123456789"}})
 
 # strings the scanner knows (keys and values); any other string is "unknown" (code 255)
 VOCAB = ("type", "process", "f", "value", "index", "time", "invoke", "ok", "fail", "info", "txn", "r", "append",
@@ -93,7 +108,7 @@ for _s in VOCAB:
     _h = ((_word(_s) * int(_HMUL)) & ((1 << 64) - 1)) >> (64 - _HBITS)
     _HW[_h], _HID[_h] = _word(_s), S[_s]
 _MASK = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], np.uint64)
-_NULLW, _TRUEW, _FALSEW = (np.uint64(int.from_bytes(w, "little")) for w in (b"null", b"true", b"false"))
+_NULLW, _TRUEW, _FALSEW, _NILW = (np.uint64(int.from_bytes(w, "little")) for w in (b"null", b"true", b"false", b"nil"))
 
 # op type codes (as toki.check.history.TYPE_CODES) and micro-op f codes (history.F_CODES)
 _TYPE_OF = np.full(256, -1, np.int8)
@@ -107,7 +122,16 @@ _VALUE_START = (LBRACK, STR, NUM, NULL, TRUE, FALSE)
 _VALUE_END = (RBRACK, STR, NUM, NULL, TRUE, FALSE)
 
 
-def _pairs(ctx: str) -> list[tuple[int, int]]:
+def _pairs(ctx: str, edn: bool = False) -> list[tuple[int, int]]:
+    if edn:  # no commas or colons: any value may follow any value (keys and values alternate: checked apart)
+        after = {"top-array": [LBRACK, RBRACE], "top-lines": [RBRACE], "object": [LBRACE, *_VALUE_END],
+                 "array": [LBRACK, *_VALUE_END]}.get(ctx, [])
+        nxt = {"top-array": [LBRACE, RBRACK], "top-lines": [LBRACE], "object": [*_VALUE_START, RBRACE],
+               "array": [*_VALUE_START, RBRACK]}.get(ctx, [])
+        pairs = [(a, b) for a in after for b in nxt]
+        if ctx == "object":  # a map opens on a keyword, and holds no map
+            pairs = [(a, b) for a, b in pairs if a != LBRACE or b in (STR, RBRACE)]
+        return pairs
     if ctx == "top-array":      # inside the top-level array: op objects separated by commas
         return [(LBRACK, LBRACE), (LBRACK, RBRACK), (RBRACE, COMMA), (COMMA, LBRACE), (RBRACE, RBRACK)]
     if ctx == "top-lines":      # between JSON lines
@@ -122,11 +146,11 @@ def _pairs(ctx: str) -> list[tuple[int, int]]:
     return []
 
 
-def _pair_table(contexts: list[str]) -> np.ndarray:
+def _pair_table(contexts: list[str], edn: bool = False) -> np.ndarray:
     """allowed[(depth << 8) | (kind << 4) | next_kind]; depth is the container depth after kind."""
     t = np.zeros(8 << 8, bool)
     for d, ctx in enumerate(contexts):
-        for a, b in _pairs(ctx):
+        for a, b in _pairs(ctx, edn):
             t[(d << 8) | (a << 4) | b] = True
     return t
 
@@ -137,10 +161,17 @@ def _pair_mask(table: np.ndarray) -> bytes:
     return np.bitwise_or.reduce(bits, axis=0).tobytes()
 
 
-# depth after a token -> context; ops open at depth OPD (array: 2, lines: 1), lists nest 3 deep
-_ARRAY = {"opd": 2, "table": _pair_table(["none", "top-array", "object", "array", "array", "array"])}
-_LINES = {"opd": 1, "table": _pair_table(["top-lines", "object", "array", "array", "array"])}
-for _m in (_ARRAY, _LINES):
+# depth after a token -> context; ops open at depth OPD (array: 2, lines: 1), lists nest 3 deep;
+# step: tokens from one element of a list (or a key) to the next (JSON: a comma or colon between)
+_IN_ARRAY = ["none", "top-array", "object", "array", "array", "array"]
+_IN_LINES = ["top-lines", "object", "array", "array", "array"]
+_ARRAY = {"opd": 2, "table": _pair_table(_IN_ARRAY), "edn": False, "step": 2, "cls": _CLS, "kind": _KIND}
+_LINES = {"opd": 1, "table": _pair_table(_IN_LINES), "edn": False, "step": 2, "cls": _CLS, "kind": _KIND}
+_EDN_ARRAY = {"opd": 2, "table": _pair_table(_IN_ARRAY, True), "edn": True, "step": 1, "cls": _CLS_EDN,
+              "kind": _KIND_EDN}
+_EDN_LINES = {"opd": 1, "table": _pair_table(_IN_LINES, True), "edn": True, "step": 1, "cls": _CLS_EDN,
+              "kind": _KIND_EDN}
+for _m in (_ARRAY, _LINES, _EDN_ARRAY, _EDN_LINES):
     _m["pairmask"] = _pair_mask(_m["table"])
 
 
@@ -172,7 +203,7 @@ class Scanned:
 
 
 def scan(data: bytes, *, chunk_bytes: int = 512 << 10, threads: int | None = None,
-         fork: bool | None = None, rewrite=None) -> Scanned | None:
+         fork: bool | None = None, edn: bool = False) -> Scanned | None:
     """Columns of a JSON history, or None when it is outside the subset (see the module doc).
 
     Large inputs are cut at op boundaries into one piece per worker, at most one per 16 slices;
@@ -181,23 +212,21 @@ def scan(data: bytes, *, chunk_bytes: int = 512 << 10, threads: int | None = Non
     (:mod:`toki.check.forked`; measured 9% faster end to end than threads at 10^5), else in
     threads. ``fork=False`` forces threads, ``fork=True`` forks wherever possible.
 
-    ``rewrite`` (bytes -> bytes, or None to give up) turns each slice into JSON before it is
-    scanned, for input that is JSON with other punctuation, one op per line (Jepsen's EDN): slices
-    end after a ``}``, so a rewrite that keeps ops and lines whole sees whole ops."""
+    ``edn=True`` reads EDN as Jepsen writes it instead (see the module doc)."""
     try:
-        return _scan(_Bytes(data), chunk_bytes, threads, fork, rewrite)
+        return _scan(_Bytes(data), chunk_bytes, threads, fork, edn)
     except Unsupported:
         return None
 
 
 def scan_file(path, *, chunk_bytes: int = 512 << 10, threads: int | None = None,
-              fork: bool | None = None, rewrite=None) -> Scanned | None:
+              fork: bool | None = None, edn: bool = False) -> Scanned | None:
     """As :func:`scan`, reading the file a slice at a time (the file is never held whole)."""
     import os
 
     fd = os.open(path, os.O_RDONLY)
     try:
-        return _scan(_File(fd), chunk_bytes, threads, fork, rewrite)
+        return _scan(_File(fd), chunk_bytes, threads, fork, edn)
     except Unsupported:
         return None
     finally:
@@ -234,17 +263,16 @@ def default_threads() -> int:
         return 1
 
 
-def _scan(src, chunk_bytes: int, threads: int | None, fork: bool | None = None, rewrite=None) -> Scanned:
+def _scan(src, chunk_bytes: int, threads: int | None, fork: bool | None = None, edn: bool = False) -> Scanned:
     n = src.size
     head = src.read(0, min(n, 1 << 16))
     start = len(head) - len(head.lstrip())
     if start >= n or start >= len(head):
         raise Unsupported("empty, or too much leading whitespace")
-    mode = _ARRAY if head[start:start + 1] == b"[" else _LINES
-    if mode is _LINES and head[start:start + 1] != b"{":
-        raise Unsupported("not JSON")
-    if rewrite is not None and mode is not _LINES:
-        raise Unsupported("rewriting slices needs one op per line")  # an array needs commas between slices
+    first = head[start:start + 1]
+    if first not in (b"[", b"{"):
+        raise Unsupported("not a list or a map")
+    mode = (_EDN_ARRAY if first == b"[" else _EDN_LINES) if edn else (_ARRAY if first == b"[" else _LINES)
     threads = default_threads() if threads is None else threads
     # a thread per 16 slices at least: on a small file the second thread's fresh memory (its own
     # malloc arena, paid in page faults) costs more than it saves (3 MB: 0.08 s alone, 0.095 s in two)
@@ -252,14 +280,14 @@ def _scan(src, chunk_bytes: int, threads: int | None, fork: bool | None = None, 
     spans = list(pairwise(cuts))
     helper_rss = 0
     if len(spans) == 1:
-        results = [_scan_span(src, start, n, True, True, mode, chunk_bytes, rewrite)]
+        results = [_scan_span(src, start, n, True, True, mode, chunk_bytes)]
     elif fork is not False and _can_fork():
-        results, helper_rss = _scan_forked(src, spans, mode, chunk_bytes, rewrite)
+        results, helper_rss = _scan_forked(src, spans, mode, chunk_bytes)
     else:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(len(spans)) as ex:
-            futs = [ex.submit(_scan_span, src, a, b, i == 0, i == len(spans) - 1, mode, chunk_bytes, rewrite)
+            futs = [ex.submit(_scan_span, src, a, b, i == 0, i == len(spans) - 1, mode, chunk_bytes)
                     for i, (a, b) in enumerate(spans)]
             results = [f.result() for f in futs]  # re-raises Unsupported
     parts = [p for r in results for p in r]
@@ -283,7 +311,7 @@ def _can_fork() -> bool:
     return forked.available()
 
 
-def _scan_forked(src, spans: list[tuple[int, int]], mode: dict, chunk_bytes: int, rewrite) -> tuple[list, int]:
+def _scan_forked(src, spans: list[tuple[int, int]], mode: dict, chunk_bytes: int) -> tuple[list, int]:
     """Pieces 2.. in forked children, piece 1 here; a child that dies is replaced by doing its
     piece here. Returns (the pieces' parts in order, the largest child's peak RSS in KB)."""
     from toki.check.forked import ChildLost, Forked
@@ -292,8 +320,8 @@ def _scan_forked(src, spans: list[tuple[int, int]], mode: dict, chunk_bytes: int
     kids: list[Forked] = []
     try:
         for i, (a, b) in enumerate(spans[1:], 1):
-            kids.append(Forked(_scan_span, src, a, b, False, i == last, mode, chunk_bytes, rewrite))
-        results = [_scan_span(src, spans[0][0], spans[0][1], True, last == 0, mode, chunk_bytes, rewrite)]
+            kids.append(Forked(_scan_span, src, a, b, False, i == last, mode, chunk_bytes))
+        results = [_scan_span(src, spans[0][0], spans[0][1], True, last == 0, mode, chunk_bytes)]
         rss = 0
         while kids:
             kid = kids[0]
@@ -303,7 +331,7 @@ def _scan_forked(src, spans: list[tuple[int, int]], mode: dict, chunk_bytes: int
                 rss = max(rss, kid.max_rss_kb or 0)
             except ChildLost:
                 a, b = spans[i]
-                results.append(_scan_span(src, a, b, False, i == last, mode, chunk_bytes, rewrite))
+                results.append(_scan_span(src, a, b, False, i == last, mode, chunk_bytes))
             kids.pop(0)
     except BaseException:
         for kid in kids:
@@ -329,7 +357,7 @@ def _split(src, start: int, k: int) -> list[int]:
     return sorted(set(cuts))
 
 
-def _scan_span(src, s: int, end: int, first: bool, last: bool, mode: dict, chunk_bytes: int, rewrite=None) -> list:
+def _scan_span(src, s: int, end: int, first: bool, last: bool, mode: dict, chunk_bytes: int) -> list:
     """Scan bytes [s, end), which start at the file start (first) or right after an op's closing
     brace, and end at the file end (last) or right after an op's closing brace."""
     parts = []
@@ -343,24 +371,17 @@ def _scan_span(src, s: int, end: int, first: bool, last: bool, mode: dict, chunk
                 ch *= 2
                 continue
             buf = buf[:k + 1]
-        taken = len(buf)
-        if rewrite is not None and (buf := rewrite(buf)) is None:
-            raise Unsupported("the rewrite gave up")
-        if not buf.isascii() or b"\\" in buf:
-            raise Unsupported("non-ASCII bytes or escapes")
-        r = _chunk(buf, last and s + taken == end, mode, d0, prev)
+        if (buf.translate(None, _EDN_BYTES) if mode["edn"] else not buf.isascii() or b"\\" in buf):
+            raise Unsupported("non-ASCII bytes or escapes (EDN: a byte outside names, numbers and brackets)")
+        r = _chunk(buf, last and s + len(buf) == end, mode, d0, prev)
         if r is None:  # no op closes in this slice: take a bigger one
-            if s + taken == end:
+            if s + len(buf) == end:
                 raise Unsupported("a piece does not end with an op")
             ch *= 2
             continue
         part, used = r
         if part["n"]:
             parts.append(part)
-        if rewrite is not None:
-            if used != len(buf):  # offsets in the rewritten slice are not offsets in the file
-                raise Unsupported("a rewritten slice ends inside an op")
-            used = taken
         s += used
         d0, prev = mode["opd"] - 1, RBRACE
         ch = chunk_bytes
@@ -370,11 +391,12 @@ def _scan_span(src, s: int, end: int, first: bool, last: bool, mode: dict, chunk
 def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     """Scan one slice, starting at container depth d0 after a token of kind prev (-1: file start).
     Returns (columns, bytes used: up to the last complete op) or None if no op completes."""
-    opd, table = mode["opd"], mode["table"]
+    opd, table, edn, step = mode["opd"], mode["table"], mode["edn"], mode["step"]
+    lines = opd == 1
     n = len(buf)
     padded = buf + bytes(16)
     b = np.frombuffer(padded, np.uint8)
-    c = np.frombuffer(padded.translate(_CLS), np.uint8)
+    c = np.frombuffer(padded.translate(mode["cls"]), np.uint8)
     cand = np.empty(n + 1, bool)
     cand[0] = c[0] != _WS
     np.not_equal(c[1:n] & c[:n - 1], _LIT, out=cand[1:n])
@@ -382,9 +404,9 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     cand[n] = True
     pos_ext = np.flatnonzero(cand)  # token starts, then the end of the slice
     pos = pos_ext[:-1]
-    kind = np.frombuffer(b[pos].tobytes().translate(_KIND), np.uint8)
+    kind = np.frombuffer(b[pos].tobytes().translate(mode["kind"]), np.uint8)
     if len(kind) == 0:
-        if final and d0 == 0 and prev == RBRACE and mode is _LINES:
+        if final and d0 == 0 and prev == RBRACE and lines:
             return _empty(), n
         raise Unsupported("no tokens")
     bi = np.flatnonzero(kind < 4)
@@ -422,15 +444,16 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     if not np.all(ok_at & np.left_shift(np.uint8(1), dtok[:-1])):
         raise Unsupported("grammar")
     if prev < 0:
-        if kind[0] != (LBRACK if mode is _ARRAY else LBRACE) or d0 != 0:
+        if kind[0] != (LBRACE if lines else LBRACK) or d0 != 0:
             raise Unsupported("start")
     elif not table[(d0 << 8) | (prev << 4) | int(kind[0])]:
         raise Unsupported("grammar at a slice start")
-    if final and kind[-1] != (RBRACK if mode is _ARRAY else RBRACE):
+    if final and kind[-1] != (RBRACE if lines else RBRACK):
         raise Unsupported("end")
 
     # strings: a literal run (it ends at the next token, or earlier at whitespace) with a quote at
-    # each end (the first is the token's kind) and no other quote: two quotes per string in all
+    # each end (the first is the token's kind) and no other quote: two quotes per string in all.
+    # EDN keywords: a literal run after a colon (the token's kind); no quote is in an EDN slice
     si = np.flatnonzero(kind == STR)
     sp = pos[si]
     close = pos_ext[1:][si] - 1
@@ -438,28 +461,33 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     while len(ws):
         close[ws] -= 1
         ws = ws[c[close[ws]] == _WS]
-    if (close <= sp).any() or (b[close] != 34).any() or np.count_nonzero(b[:used] == 34) != 2 * len(si):
-        raise Unsupported("strings")
-    slen = close - sp - 1
+    if edn:
+        slen = close - sp
+        if (slen < 1).any():
+            raise Unsupported("a colon alone")
+    else:
+        if (close <= sp).any() or (b[close] != 34).any() or np.count_nonzero(b[:used] == 34) != 2 * len(si):
+            raise Unsupported("strings")
+        slen = close - sp - 1
     w8 = np.ndarray((n + 8,), "<u8", padded, 0, (1,))
     word = (w8[sp + 1] & _MASK[np.minimum(slen, 8)]) | (slen.astype(np.uint64) << np.uint64(56))
     word[slen > 7] = np.uint64(0)
     j = (word * _HMUL) >> _HSH
     sid_tok = np.full(T, S_UNKNOWN, np.uint8)
     sid_tok[si] = np.where(_HW[j] == word, _HID[j], S_UNKNOWN)
-    # object keys: a string after { or , inside an op is a key, and only a key precedes a colon
-    at_obj = si[dtok[si] == opd]
-    kp = kind[at_obj - 1]
-    keypos = (kp == LBRACE) | (kp == COMMA)
-    if not np.array_equal(keypos, kind[at_obj + 1] == COLON):
-        raise Unsupported("object keys")
-    key_tok = at_obj[keypos]
+    if not edn:  # object keys: a string after { or , inside an op is a key, and only a key precedes a colon
+        at_obj = si[dtok[si] == opd]
+        kp = kind[at_obj - 1]
+        keypos = (kp == LBRACE) | (kp == COMMA)
+        if not np.array_equal(keypos, kind[at_obj + 1] == COLON):
+            raise Unsupported("object keys")
+        key_tok = at_obj[keypos]
     # literals
     li = np.flatnonzero((kind >= NULL) & (kind <= FALSE))
     if len(li):
         lk = kind[li]
-        ln = np.where(lk == FALSE, 5, 4)
-        want = np.where(lk == NULL, _NULLW, np.where(lk == TRUE, _TRUEW, _FALSEW))
+        ln = np.where(lk == FALSE, 5, np.where(lk == NULL, 3 if edn else 4, 4))
+        want = np.where(lk == NULL, _NILW if edn else _NULLW, np.where(lk == TRUE, _TRUEW, _FALSEW))
         lp = pos[li]
         if not ((w8[lp] & _MASK[ln]) == want).all() or (c[lp + ln] == _LIT).any():
             raise Unsupported("literals")
@@ -470,6 +498,18 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     nops = len(op_tok)
     if nops == 0:
         return _empty(), used
+    if edn:  # an op's forms (tokens right inside it, its closing brace aside) alternate key, value
+        dprev = np.empty(T, np.uint8)
+        dprev[0] = d0
+        dprev[1:] = dtok[:-1]
+        forms = np.flatnonzero((dprev == opd) & (kind != RBRACE))
+        f0 = np.searchsorted(forms, op_tok)
+        nf = np.diff(np.append(f0, len(forms)))
+        if (nf & 1).any():
+            raise Unsupported("a map with an odd number of forms")
+        key_tok = forms[((np.arange(len(forms)) - np.repeat(f0, nf)) & 1) == 0]
+        if (kind[key_tok] != STR).any():
+            raise Unsupported("a key that is not a keyword")
     kcount = np.diff(np.append(np.searchsorted(key_tok, op_tok), len(key_tok)))
     key_op = np.repeat(np.arange(nops), kcount)
     key_id = sid_tok[key_tok]
@@ -478,7 +518,7 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     if len(cell) and np.bincount(cell).max() > 1:
         raise Unsupported("duplicate keys")
     vt = np.full(nops * len(_KEYS), -1, np.int64)
-    vt[cell] = key_tok[known] + 2
+    vt[cell] = key_tok[known] + step
     vt = vt.reshape(nops, len(_KEYS))
     t_tok, p_tok, f_tok, v_tok, i_tok, tm_tok = vt.T
     if (t_tok < 0).any() or (p_tok < 0).any():
@@ -525,35 +565,38 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
         sown = ol_tok[np.searchsorted(ol_tok, sc) - 1]
         if np.isin(sown, vl_tok).any():
             raise Unsupported("value element is not a micro-op")
-    t = bi[mop_b]
-    k5 = kind[t + 5]
-    ok = ((kind[t + 1] == STR) & (kind[t + 2] == COMMA) & (kind[t + 3] == NUM) & (kind[t + 4] == COMMA)
-          & ((k5 == NUM) | (k5 == NULL) | (k5 == LBRACK)))
+    t = bi[mop_b]                   # a micro-op [f k v]: f at t+1, k at tk, v at tv
+    tk, tv = t + 1 + step, t + 1 + 2 * step
+    kx = np.concatenate([kind, np.full(8, OTHER, np.uint8)])  # a short last micro-op reads past the end
+    k5 = kx[tv]
+    ok = (kx[t + 1] == STR) & (kx[tk] == NUM) & ((k5 == NUM) | (k5 == NULL) | (k5 == LBRACK))
+    if not edn:
+        ok &= (kx[t + 2] == COMMA) & (kx[t + 4] == COMMA)
     if not ok.all():
         raise Unsupported("micro-op shape")
     islist = k5 == LBRACK
     lb = mop_b[islist]
     rclose = bi[lb + 2]
-    if (kind[t[~islist] + 6] != RBRACK).any() or (kind[rclose + 1] != RBRACK).any():
+    if (kind[tv[~islist] + 1] != RBRACK).any() or (kind[rclose + 1] != RBRACK).any():
         raise Unsupported("micro-op length")
     m_f = _F_OF[sid_tok[t + 1]]
     if (m_f < 0).any():
         raise Unsupported("micro-op f")
     m_vkind = np.where(islist, 2, np.where(k5 == NULL, 1, 0)).astype(np.int8)
     m_len = np.zeros(len(t), np.int64)
-    ro = t[islist] + 5
-    nel = (rclose - ro) // 2
+    ro = tv[islist]
+    nel = (rclose - ro + step - 2) // step  # tokens between the brackets: n elements (and n - 1 commas)
     m_len[islist] = nel
     tot = int(nel.sum())
-    el_tok = np.repeat(ro + 1 - 2 * (np.cumsum(nel) - nel), nel) + 2 * np.arange(tot)
+    el_tok = np.repeat(ro + 1 - step * (np.cumsum(nel) - nel), nel) + step * np.arange(tot)
     if (kind[el_tok] != NUM).any():
         raise Unsupported("list element")
     part = {"n": nops, "has_index": has_index, "index": index, "type": typ, "client": client,
             "process": process, "time": time, "has_time": has_time, "vkind": vkind,
-            "m_count": np.bincount(mop_op, minlength=nops), "m_f": m_f, "m_key": num_tok[t + 3],
-            "m_vkind": m_vkind, "m_val": np.where(k5 == NUM, num_tok[t + 5], 0), "m_len": m_len,
+            "m_count": np.bincount(mop_op, minlength=nops), "m_f": m_f, "m_key": num_tok[tk],
+            "m_vkind": m_vkind, "m_val": np.where(k5 == NUM, num_tok[tv], 0), "m_len": m_len,
             "elem": num_tok[el_tok]}
-    if mode is _LINES:
+    if lines:
         _check_lines(buf, pos, op_tok, bi[bk == RBRACE], prev >= 0)
     return part, used
 
