@@ -196,6 +196,24 @@ def test_edn_file_the_scanner_cannot_take_goes_to_the_edn_reader(tmp_path):
         assert check(h, models=["serializable"]) == want, name
 
 
+@pytest.mark.parametrize("name", ["crlf", "vector-with-string", "op-over-two-lines", "spaced-vector",
+                                  "two-ops-on-a-line"])
+def test_edn_layouts_scanner_and_reader_read_alike(name):
+    """EDN layouts beyond one op map per line: both paths read them, and read them alike (CR is
+    whitespace in EDN, a vector of ops is a history, an op may span lines)."""
+    line = b"{:index %d, :type :%s, :process 0, :f :txn, :value [[:append 1 2] [:r 1 %s]]}"
+    ops = [line % (0, b"invoke", b"nil"), line % (1, b"ok", b"[2]")]
+    text = {"crlf": b"\r\n".join(ops) + b"\r\n",
+            "vector-with-string": b"[" + b"\n".join(ops).replace(b"]]}", b"]], :error \"x\"}") + b"]",
+            "op-over-two-lines": b"\n".join(ops).replace(b", :f", b",\n :f"),
+            "spaced-vector": b"[ \n" + b"\n".join(ops) + b"]",
+            "two-ops-on-a-line": b" ".join(ops)}[name]
+    fast, slow = parse_text(text, "list-append"), parse_text(text, "list-append", fmt="edn", scan=False)
+    assert fast.parser == ("general" if name == "vector-with-string" else "edn-scan")
+    assert fast.n_ops == 2
+    assert_same(fast, slow)
+
+
 # ------------------------------------------------------------------ elle-cli's flags
 
 def _g2(tmp_path, suffix=".json"):

@@ -181,6 +181,16 @@ def test_scanner_skips_non_client_ops_and_unknown_keys():
     assert_same(h, parse_text(text, "list-append", scan=False))
 
 
+def test_short_micro_op_at_the_end_is_refused_not_read_past():
+    """A micro-op shorter than [f k v] closing the last op of a slice once made the scanner index
+    past its tokens (IndexError, not a fallback)."""
+    for text, edn in ((b'{"type": "ok", "process": 0, "value": [["r"]]}\n', False),
+                      (b'{:type :ok, :process 0, :value [[:r]]}\n', True), (b'{:type :ok, :process 0, :value [[]]}', True)):
+        assert jsonscan.scan(text, edn=edn) is None
+        with pytest.raises(HistoryError, match="micro-op 0"):
+            parse_text(text, "list-append", fmt="edn" if edn else None)
+
+
 @pytest.mark.parametrize("text,err", [
     (b'[{"type":"ok","process":0,"f":"txn","value":[["r",1,[1 2]]]}]', "not valid JSON"),
     (b'[{"type":"ok","process":0,"f":"txn","value":[["r",1,[01]]]}]', "not valid JSON"),
@@ -243,7 +253,7 @@ SMALL_EDN = _small_edn()
 
 
 @settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, len(SMALL_EDN) - 1), st.sampled_from(list(b'[]{},:" -0123456789niltrefasxp#;\n<>=.*+!?_/\'~@^`%&$|\t')),
+@given(st.integers(0, len(SMALL_EDN) - 1), st.sampled_from(list(b'[]{},:" -0123456789niltrefasxp#;\n<>=.*+!?_/\'~@^`%&$|\t\r')),
        st.sampled_from(["replace", "insert", "delete"]))
 def test_edn_scanner_accepts_only_edn_and_then_agrees(i, byte, how):
     """As for JSON: a mutated EDN history the scanner takes must be EDN the EDN reader takes, and

@@ -165,7 +165,7 @@ def read(path: str | Path, workload: str, *, scan: bool = True, fmt: str | None 
         try:
             with open(p, "rb") as f:
                 head = f.read(64).lstrip()
-            edn = fmt == "edn" or (fmt is None and head.startswith((b"{:", b"[{:")))
+            edn = fmt == "edn" or (fmt is None and looks_edn(head))
             sc = jsonscan.scan_file(p, edn=edn)
         except OSError as e:
             raise HistoryError(f"cannot read history file {str(p)!r}: {e.strerror}", fix="check the path") from None
@@ -175,6 +175,14 @@ def read(path: str | Path, workload: str, *, scan: bool = True, fmt: str | None 
             return h
         scan = False  # what the scanner does not take: straight to the general path
     return parse_text(read_bytes(p), workload, fmt=fmt, name=str(p), scan=scan)
+
+
+def looks_edn(head: str | bytes) -> bool:
+    """Whether text starting with ``head`` (leading whitespace stripped) is EDN op maps: ``{:``,
+    or a vector whose first element is ``{:``."""
+    if isinstance(head, bytes):
+        head = head.decode("ascii", "replace")
+    return head.startswith("{:") or (head.startswith("[") and head[1:].lstrip(" \t\r\n,").startswith("{:"))
 
 
 def _check_workload(workload: str) -> None:
@@ -207,8 +215,8 @@ def parse_text(text: str | bytes, workload: str, *, fmt: str | None = None, name
     if scan and isinstance(text, bytes):
         from toki.check import jsonscan
 
-        head = text.lstrip()[:3]
-        edn = fmt == "edn" or (fmt is None and head.startswith((b"{:", b"[{:")))
+        head = text.lstrip()[:64]
+        edn = fmt == "edn" or (fmt is None and looks_edn(head))
         h = _from_scan(jsonscan.scan(text, edn=edn), workload) if head[:1] in (b"[", b"{") else None
         if h is not None:
             h.parser = "edn-scan" if edn else h.parser
@@ -229,7 +237,7 @@ def _loads(text: str | bytes, fmt: str | None, name: str) -> list[dict]:
     s = text.lstrip()
     head = s[:2].decode("utf-8", "replace") if isinstance(s, bytes) else s[:2]
     if fmt is None:
-        fmt = "json" if head[:1] in ("[", "{") and head != "{:" else "edn"
+        fmt = "edn" if looks_edn(s[:64]) or head[:1] not in ("[", "{") else "json"
     if fmt == "edn" and isinstance(s, bytes):
         try:
             s = s.decode("utf-8")
@@ -264,11 +272,15 @@ except ImportError:  # pragma: no cover - depends on the environment
 def _edn_loads(s: str, name: str) -> list:
     import edn_format
 
+    if '"' not in s and "\\" not in s:
+        s = s.replace("\r", " ")  # whitespace in EDN (as in Clojure's reader); edn_format's lexer refuses it
+    else:
+        s = s.replace("\r\n", "\n")
     try:
         vals = edn_format.loads_all(s)
     except Exception as e:  # edn_format raises its own and lexer errors
         raise HistoryError(f"{name} is not valid EDN: {e}", fix="give one op map per line, or a vector of op maps") from None
-    if len(vals) == 1 and isinstance(vals[0], (list, tuple)):
+    if len(vals) == 1 and isinstance(vals[0], (list, tuple, edn_format.ImmutableList)):
         vals = list(vals[0])
     return [_from_edn(v) for v in vals]
 

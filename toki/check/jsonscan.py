@@ -596,7 +596,7 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
             "m_count": np.bincount(mop_op, minlength=nops), "m_f": m_f, "m_key": num_tok[tk],
             "m_vkind": m_vkind, "m_val": np.where(k5 == NUM, num_tok[tv], 0), "m_len": m_len,
             "elem": num_tok[el_tok]}
-    if lines:
+    if lines and not edn:  # the general parser reads JSON lines a line at a time (the EDN reader reads forms)
         _check_lines(buf, pos, op_tok, bi[bk == RBRACE], prev >= 0)
     return part, used
 
