@@ -143,3 +143,34 @@ def test_private_server_crash_restart_durable_and_async_commit(tmp_path):
     lost = docs["toki-async-commit"]["table"][0]
     assert lost["failed"] >= 1 and "lost" in lost["first"]
     assert code == 1
+
+
+def test_a_fault_child_that_hangs_is_killed_and_named():
+    """Both fault runners wait for their forked child with a bound: one that neither reaches its
+    point nor dies is killed and reaped, and the error says what hung and what to look at."""
+    import os
+    import signal
+    import time
+
+    from toki.faults import FaultTimeout
+    from toki.faults.child import killed, wait_child
+
+    def fork(body):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                body()
+            finally:
+                os._exit(0)
+        return pid
+
+    hung = fork(lambda: time.sleep(60))
+    t = time.monotonic()
+    with pytest.raises(FaultTimeout, match="the agent hung") as e:
+        wait_child(hung, 0.2, 0.01, "the agent hung", fix="look at the engine")
+    assert time.monotonic() - t < 5 and e.value.fix == "look at the engine"
+    with pytest.raises(ChildProcessError):
+        os.waitpid(hung, os.WNOHANG)  # reaped
+    assert killed(wait_child(fork(lambda: os.kill(os.getpid(), signal.SIGKILL)), 5, 0.01, "x", fix="y"))
+    status = wait_child(fork(lambda: os._exit(3)), 5, 0.01, "x", fix="y")
+    assert not killed(status) and os.WEXITSTATUS(status) == 3

@@ -6,7 +6,8 @@ recovers to: :mod:`~toki.faults.write_path` for TOKI's own write path on Postgre
 terminated between statements, lost COMMIT acknowledgement, process killed, server crashed and
 restarted), :mod:`~toki.faults.engines` for the engines of the harness (the process killed at
 each granted storage call, a file write torn in the middle), :mod:`~toki.faults.report` for the
-fault table and the replayable fault file.
+fault table and the replayable fault file, and :mod:`~toki.faults.child` for waiting, with a
+bound, on the forked process each of them kills at a point.
 
 Layer 8. Imports: ``toki.db``, ``toki.engines``, ``toki.backends``, ``toki.judges``,
 ``toki.model``, ``toki.errors`` and ``toki.runinfo``; never ``toki.cli``, which sits above. Used

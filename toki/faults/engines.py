@@ -38,6 +38,7 @@ from typing import Any
 from toki.engines.controller import Controller, SerialChooser
 from toki.engines.trial import TrialRunner, canonical, hooks_installed
 from toki.errors import TokiError
+from toki.faults.child import killed, wait_child
 from toki.faults.proxy import FaultTimeout
 
 KINDS = ("kill", "torn")
@@ -358,18 +359,10 @@ class EngineFaults:
             except BaseException:
                 code = 4
             os._exit(code)
-        deadline = time.monotonic() + CHILD_LIMIT_S
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                raise FaultTimeout(f"the agent process of {self.system}/{sc.name} neither reached grant {point} nor "
-                                   f"died within {CHILD_LIMIT_S:g} s", fix="the engine hangs before this point")
-            time.sleep(0.002)
-        if not (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL):
+        status = wait_child(pid, CHILD_LIMIT_S, 0.002,
+                            f"the agent process of {self.system}/{sc.name} neither reached grant {point} nor "
+                            f"died within {CHILD_LIMIT_S:g} s", fix="the engine hangs before this point")
+        if not killed(status):
             res.reported = f"the agent process exited {os.WEXITSTATUS(status)} before the point"
             res.findings.append(res.reported)
 

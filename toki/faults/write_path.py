@@ -41,6 +41,7 @@ import psycopg
 
 from toki.db.server import Server
 from toki.errors import DatabaseError, TokiError
+from toki.faults.child import killed, wait_child
 from toki.faults.proxy import FaultTimeout, Proxy
 from toki.model import SENTINEL, Fact
 
@@ -319,18 +320,9 @@ class WritePathFaults:
             except BaseException:
                 code = 4
             os._exit(code)
-        deadline = time.monotonic() + WAIT_LIMIT_S * 3
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                raise FaultTimeout(f"the write process (pid {pid}) neither finished nor died within "
-                                   f"{WAIT_LIMIT_S * 3:g} s", fix="the write path hangs at this point")
-            time.sleep(0.005)
-        if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+        status = wait_child(pid, WAIT_LIMIT_S * 3, 0.005, f"the write process (pid {pid}) neither finished nor "
+                            f"died within {WAIT_LIMIT_S * 3:g} s", fix="the write path hangs at this point")
+        if killed(status):
             res.reported = "killed"
         else:
             res.reported = f"child exited {os.WEXITSTATUS(status)}"
