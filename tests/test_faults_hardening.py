@@ -148,7 +148,6 @@ def test_private_server_crash_restart_durable_and_async_commit(tmp_path):
 def test_a_fault_child_that_hangs_is_killed_and_named():
     """Both fault runners wait for their forked child with a bound: one that neither reaches its
     point nor dies is killed and reaped, and the error says what hung and what to look at."""
-    import os
     import signal
     import time
 
