@@ -182,3 +182,18 @@ def test_every_explained_step_is_a_fact_of_its_two_ops(workload):
               for c in cases if isinstance(c, dict) and "steps" in c]
     assert {s["type"] for c in cycles for s in c["steps"]} >= {"ww", "wr", "rw"}
     assert sum(_steps_agree_with_ops(workload, c["cycle"], c["steps"]) for c in cycles) > 30
+
+
+def test_version_edge_dedup_keeps_np_unique_order():
+    """rw-register dedups its version edges with a lexsort; the pairs and their order must be
+    np.unique's over rows (the order edges are explained in)."""
+    import numpy as np
+
+    from toki.check.rw_register import _unique_pairs
+
+    rng = np.random.default_rng(16)
+    for n, hi in ((1, 5), (50, 4), (2000, 30), (2000, 1 << 61)):
+        a, b = rng.integers(-hi, hi, n), rng.integers(-hi, hi, n)
+        want = np.unique(np.stack([a, b], 1), axis=0)
+        got = _unique_pairs(a, b)
+        assert np.array_equal(got[0], want[:, 0]) and np.array_equal(got[1], want[:, 1]), n
