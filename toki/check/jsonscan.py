@@ -60,9 +60,9 @@ def _table(default: int, pairs: dict[int, int]) -> bytes:
 # byte classes: whitespace, structural (incl. control characters and non-ASCII), literal
 _CLS = _table(_LIT, {**{c: _STRUCT for c in range(32)}, **{c: _STRUCT for c in range(128, 256)},
                      **{c: _STRUCT for c in b"[]{},:\\"}, **{c: _WS for c in b" \t\n\r"}})
-# EDN: commas are whitespace, a keyword (":name") is a literal run, and no string is taken
 # EDN's bytes the scanner takes (strings, characters, comments, tags, metadata, ... are not)
 _EDN_BYTES = bytes(range(48, 58)) + bytes(range(65, 91)) + bytes(range(97, 123)) + b"-_?!*+.:[]{} \t\n\r,"
+# EDN: commas are whitespace, a keyword (":name") is a literal run
 _CLS_EDN = _table(_LIT, {**{c: _STRUCT for c in range(32)}, **{c: _STRUCT for c in range(128, 256)},
                          **{c: _STRUCT for c in b"[]{}\\"}, **{c: _WS for c in b" \t\n\r,"}})
 # token kind from its first byte
