@@ -99,6 +99,17 @@ def test_empty_transaction_graph_is_unknown_never_a_pass():
     assert r["anomaly_types"] == ["empty-transaction-graph"]
 
 
+@pytest.mark.parametrize("suffix", [".json", ".edn"])
+@pytest.mark.parametrize("body", ["", "[]", "[ ]\n", "\n"])
+def test_a_history_with_no_ops_is_unknown_never_a_pass(tmp_path, suffix, body):
+    """Told nothing, by either loader (the scanner takes JSON and EDN): never valid."""
+    p = tmp_path / f"h{suffix}"
+    p.write_text(body)
+    for workload in ("list-append", "rw-register"):
+        r = check(p, workload=workload, models=["serializable"])
+        assert r["valid"] == "unknown" and r["anomaly_types"] == ["empty-transaction-graph"], (body, r)
+
+
 def test_g2_requested_is_implied_by_g2_item():
     # item histories have no predicate reads, so G2 itself is never found; G2-item implies it
     r = check(D / "la-g2-item.json", anomalies=["G2"])
