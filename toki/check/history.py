@@ -169,9 +169,8 @@ def read(path: str | Path, workload: str, *, scan: bool = True, fmt: str | None 
             sc = jsonscan.scan_file(p, edn=edn)
         except OSError as e:
             raise HistoryError(f"cannot read history file {str(p)!r}: {e.strerror}", fix="check the path") from None
-        h = _from_scan(sc, workload)
+        h = _from_scan(sc, workload, edn)
         if h is not None:
-            h.parser = "edn-scan" if edn else h.parser
             return h
         scan = False  # what the scanner does not take: straight to the general path
     return parse_text(read_bytes(p), workload, fmt=fmt, name=str(p), scan=scan)
@@ -190,12 +189,12 @@ def _check_workload(workload: str) -> None:
         raise HistoryError(f"unknown workload {workload!r}", fix="use list-append or rw-register")
 
 
-def _from_scan(sc, workload: str) -> History | None:
+def _from_scan(sc, workload: str, edn: bool) -> History | None:
     if sc is None:
         return None
     h = parse_scanned(sc, workload)
     if h is not None:
-        h.parser = "scan"
+        h.parser = "edn-scan" if edn else "scan"
         h.helper_max_rss_kb = sc.helper_max_rss_kb
     return h
 
@@ -215,11 +214,10 @@ def parse_text(text: str | bytes, workload: str, *, fmt: str | None = None, name
     if scan and isinstance(text, bytes):
         from toki.check import jsonscan
 
-        head = text.lstrip()[:64]
+        head = text[:1 << 16].lstrip()[:64]  # not text.lstrip(): that copies the whole text
         edn = fmt == "edn" or (fmt is None and looks_edn(head))
-        h = _from_scan(jsonscan.scan(text, edn=edn), workload) if head[:1] in (b"[", b"{") else None
+        h = _from_scan(jsonscan.scan(text, edn=edn), workload, edn) if head[:1] in (b"[", b"{") else None
         if h is not None:
-            h.parser = "edn-scan" if edn else h.parser
             return h
     ops = loads(text, fmt=fmt, name=name)
     h = parse(ops, workload)
