@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from toki.engines.controller import Controller, SerialChooser, TapeChooser  # noqa: E402
-from toki.engines.sqlite_calls import controlled_connect  # noqa: E402
-from toki.engines.trial import TrialRunner  # noqa: E402
+from toki.harness.controller import Controller, SerialChooser, TapeChooser  # noqa: E402
+from toki.harness.sqlite_calls import controlled_connect  # noqa: E402
+from toki.harness.trial import TrialRunner  # noqa: E402
 
 
 def per_call(n: int = 20000) -> dict:

@@ -87,9 +87,9 @@ def add_arguments(p) -> None:
 
 def classify(report: Report, *, budget: int, seed: int, witness_dir: Path) -> dict:
     from toki.engines.registry import ENGINES, available, load_engine
-    from toki.engines.search import search
-    from toki.engines.trial import TrialRunner
-    from toki.engines.witness import Witness
+    from toki.harness.search import search
+    from toki.harness.trial import TrialRunner
+    from toki.harness.witness import Witness
 
     row = {"id": report.id, "system": report.system, "claim": report.claim, "engine": report.engine,
            "scenario": report.scenario, "anomaly": report.anomaly, "budget": budget, "witness": None,
@@ -110,7 +110,7 @@ def classify(report: Report, *, budget: int, seed: int, witness_dir: Path) -> di
     with TrialRunner(engine, report.scenario) as runner:
         runner.serial_outcomes()
         if report.kind == "clean-abort":  # the engine refuses one writer; the outcome is a serial one
-            from toki.engines.controller import TapeChooser
+            from toki.harness.controller import TapeChooser
 
             rng = random.Random(seed)
             for i in range(budget):

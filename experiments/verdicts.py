@@ -73,7 +73,7 @@ def _named(anomaly: str):
 
 
 def _rate(runner, anomaly: str, trials: int, seed: int) -> float:
-    from toki.engines.controller import TapeChooser
+    from toki.harness.controller import TapeChooser
 
     rng = random.Random(seed)
     hits = 0
@@ -87,9 +87,9 @@ def _rate(runner, anomaly: str, trials: int, seed: int) -> float:
 
 def cell(engine, anomaly: str, *, budget: int, trials: int, seed: int, witness_dir: Path) -> dict:
     """One executed cell of the matrix."""
-    from toki.engines.search import search
-    from toki.engines.trial import TrialRunner
-    from toki.engines.witness import Witness
+    from toki.harness.search import search
+    from toki.harness.trial import TrialRunner
+    from toki.harness.witness import Witness
 
     row = {"system": engine.name, "version": str(engine.version), "executed": getattr(engine, "executed", "real"),
            "anomaly": anomaly, "verdict": "excludes", "rate": 0.0, "trials": 0, "witness": None, "budget": budget,

@@ -91,15 +91,15 @@ def toki_certify_engine():
     """``certify_engine(engine, scenario, *, budget=100, seed=0, expect="excludes")``.
 
     Runs ``scenario`` of ``engine`` (toki's name for it, a ``module:factory`` string, or an engine
-    object implementing :mod:`toki.engines.engine`) under the engine harness. With
+    object implementing :mod:`toki.harness.engine`) under the engine harness. With
     ``expect="excludes"`` (default) the test fails when an anomaly is found, with the anomalies
     and the minimal grant sequence in the message; with ``expect="admits"`` it fails when none is
     found. An engine whose read-out is empty fails either way (a check told nothing cannot pass).
-    Returns the :class:`toki.engines.search.SearchResult`.
+    Returns the :class:`toki.harness.search.SearchResult`.
     """
     from toki.engines.registry import load_engine
-    from toki.engines.search import context_switches, search
-    from toki.engines.trial import TrialRunner
+    from toki.harness.search import context_switches, search
+    from toki.harness.trial import TrialRunner
 
     def run(engine, scenario, *, budget=100, seed=0, expect="excludes"):
         if expect not in ("excludes", "admits"):

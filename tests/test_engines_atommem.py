@@ -27,9 +27,9 @@ from toki.engines.atommem_model import (
     jaccard_similarity,
     wobbling_judge,
 )
-from toki.engines.controller import ReplayChooser, SerialChooser, TapeChooser
-from toki.engines.engine import Engine
-from toki.engines.trial import TrialRunner
+from toki.harness.controller import ReplayChooser, SerialChooser, TapeChooser
+from toki.harness.engine import Engine
+from toki.harness.trial import TrialRunner
 
 TRIALS = 50
 

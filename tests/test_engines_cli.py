@@ -74,8 +74,8 @@ def test_tokis_own_write_path_through_the_harness_agrees_with_the_contract_suite
     """At its precondition ⊕t (RC) and ⊕p (SI, with an incumbent) hold; without the re-read
     guard ⊕t admits two current values, as the contract suites' P4 detector says."""
     from toki.engines.registry import load_engine
-    from toki.engines.search import search
-    from toki.engines.trial import TrialRunner
+    from toki.harness.search import search
+    from toki.harness.trial import TrialRunner
 
     eng = load_engine("toki")
     verdicts = {}

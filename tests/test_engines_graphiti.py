@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("graphiti_core")
 pytest.importorskip("kuzu")
 
-from toki.engines.controller import ReplayChooser, SerialChooser
-from toki.engines.engine import Engine
+from toki.harness.controller import ReplayChooser, SerialChooser
+from toki.harness.engine import Engine
 from toki.engines.graphiti_engine import (
     BERLIN_F,
     PARIS_F,
@@ -27,9 +27,9 @@ from toki.engines.graphiti_engine import (
     zep,
 )
 from toki.engines.registry import ENGINES, available, load_engine
-from toki.engines.search import search
-from toki.engines.trial import TrialRunner
-from toki.engines.witness import Witness, digest
+from toki.harness.search import search
+from toki.harness.trial import TrialRunner
+from toki.harness.witness import Witness, digest
 
 BUDGET = 30
 SEED_OOO = 1

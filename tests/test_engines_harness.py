@@ -9,12 +9,12 @@ import time
 import pytest
 
 from tests import toy_engine
-from toki.engines.controller import Controller, EngineHung, ReplayChooser, SerialChooser, TapeChooser
-from toki.engines.draw import draw, marked_steps
-from toki.engines.locks import InstrumentedLock
-from toki.engines.search import context_switches, search
-from toki.engines.trial import TrialRunner, hooks_installed
-from toki.engines.witness import Witness, digest
+from toki.harness.controller import Controller, EngineHung, ReplayChooser, SerialChooser, TapeChooser
+from toki.harness.draw import draw, marked_steps
+from toki.harness.locks import InstrumentedLock
+from toki.harness.search import context_switches, search
+from toki.harness.trial import TrialRunner, hooks_installed
+from toki.harness.witness import Witness, digest
 
 
 def test_serial_orders_of_the_counter_leave_two_and_the_subsets_one():
@@ -97,7 +97,7 @@ def test_an_instrumented_lock_makes_the_waiter_ineligible_until_release():
         return run
 
     def toki_step(name):
-        from toki.engines.controller import current_agent
+        from toki.harness.controller import current_agent
         ctl, _ = current_agent()
         return ctl.step("sql-read", f"{name} reads", lambda: f"{name} read")
 
@@ -113,7 +113,7 @@ def test_a_hung_engine_is_an_error_naming_the_agent_and_its_call():
         return 1
 
     def hangs():
-        from toki.engines.controller import current_agent
+        from toki.harness.controller import current_agent
         ctl, _ = current_agent()
         ctl.step("sql-read", "select 1", lambda: 1)
         time.sleep(3)  # an engine stuck between two storage calls

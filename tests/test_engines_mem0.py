@@ -15,11 +15,11 @@ if importlib.util.find_spec("mem0") is None or importlib.util.find_spec("psycopg
     pytest.skip("needs mem0ai and psycopg-pool (the engines extra)", allow_module_level=True)
 
 from toki.cli import main
-from toki.engines.controller import ReplayChooser, SerialChooser
+from toki.harness.controller import ReplayChooser, SerialChooser
 from toki.engines.registry import load_engine
-from toki.engines.search import context_switches, search
-from toki.engines.trial import TrialRunner
-from toki.engines.witness import Witness, digest
+from toki.harness.search import context_switches, search
+from toki.harness.trial import TrialRunner
+from toki.harness.witness import Witness, digest
 from toki.errors import ConfigError, DatabaseUnavailable
 
 pytestmark = pytest.mark.db

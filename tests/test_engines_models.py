@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from toki.engines.controller import ReplayChooser, SerialChooser, TapeChooser
-from toki.engines.engine import Engine
+from toki.harness.controller import ReplayChooser, SerialChooser, TapeChooser
+from toki.harness.engine import Engine
 from toki.engines.models.comparator import ComparatorModel, comparator
 from toki.engines.models.letta import (
     BERLIN,
@@ -35,9 +35,9 @@ from toki.engines.models.mem0_v2 import (
 )
 from toki.engines.models.mirix import MirixModel, mirix, mirix_judge
 from toki.engines.registry import ENGINES, load_engine
-from toki.engines.search import search
-from toki.engines.trial import TrialRunner, clean_abort
-from toki.engines.witness import Witness
+from toki.harness.search import search
+from toki.harness.trial import TrialRunner, clean_abort
+from toki.harness.witness import Witness
 from toki.experiments import reported_races
 
 BUDGET = 30

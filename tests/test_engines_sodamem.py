@@ -9,12 +9,12 @@ import pytest
 pytest.importorskip("sodamem")
 
 from toki.cli import main  # noqa: E402
-from toki.engines.controller import ReplayChooser, SerialChooser  # noqa: E402
-from toki.engines.draw import marked_steps  # noqa: E402
+from toki.harness.controller import ReplayChooser, SerialChooser  # noqa: E402
+from toki.harness.draw import marked_steps  # noqa: E402
 from toki.engines.registry import load_engine  # noqa: E402
-from toki.engines.search import context_switches, search  # noqa: E402
-from toki.engines.trial import TrialRunner  # noqa: E402
-from toki.engines.witness import Witness, digest  # noqa: E402
+from toki.harness.search import context_switches, search  # noqa: E402
+from toki.harness.trial import TrialRunner  # noqa: E402
+from toki.harness.witness import Witness, digest  # noqa: E402
 
 BUDGET = 40
 

@@ -167,7 +167,7 @@ def test_jepsen_history_edn(data):
                            st.dictionaries(st.sampled_from(["engine", "scenario", "grants", "steps", "seed", "budget",
                                                             "version", "engine_module"]), JSONISH, max_size=6))))
 def test_engine_witness(data):
-    from toki.engines.witness import Witness
+    from toki.harness.witness import Witness
 
     p = _write(data, ".json")
     if not _parses(Witness.load, p):

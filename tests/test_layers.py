@@ -25,7 +25,7 @@ LAYERS = {
     "db": 5,
     "sched": 6,
     "check": 7, "cluster": 7,
-    "matrix": 8, "engines": 8, "faults": 8,
+    "matrix": 8, "harness": 8, "engines": 8.5, "faults": 8.5,
     "verify": 9,
     "cli": 10,
 }

@@ -44,10 +44,10 @@ def _server_for(engine, dsn):
 def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: float, witness: str | None,
                      png: str | None, svg: str | None, many: bool, bar=None) -> dict:
     """One scenario: serial orders, search, shrink, witness and picture; the verdict row."""
-    from toki.engines.controller import ReplayChooser
-    from toki.engines.search import search
-    from toki.engines.trial import TrialRunner
-    from toki.engines.witness import Witness, digest
+    from toki.harness.controller import ReplayChooser
+    from toki.harness.search import search
+    from toki.harness.trial import TrialRunner
+    from toki.harness.witness import Witness, digest
     from toki.runinfo import provenance
 
     opts = {"engine": engine.name, "scenario": name, "budget": budget, "seed": seed}
@@ -83,7 +83,7 @@ def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: f
             for fmt, path in (("png", png), ("svg", svg)):
                 ppath = _per_scenario(path, name, many)
                 if ppath:
-                    from toki.engines.draw import draw
+                    from toki.harness.draw import draw
 
                     v[fmt] = str(draw(w, ppath))
         wpath = _per_scenario(witness, name, many)
@@ -188,10 +188,10 @@ def _junit(verdicts: list[dict], path: str, elapsed: float) -> None:
 
 
 def run_replay(args, out) -> int:
-    from toki.engines.controller import ReplayChooser
+    from toki.harness.controller import ReplayChooser
     from toki.engines.registry import load_engine
-    from toki.engines.trial import TrialRunner
-    from toki.engines.witness import Witness, digest
+    from toki.harness.trial import TrialRunner
+    from toki.harness.witness import Witness, digest
 
     if args.times < 1:
         raise ConfigError(f"--times {args.times} must be at least 1", fix="pass --times 20")
@@ -213,7 +213,7 @@ def run_replay(args, out) -> int:
             same += digest(last.outcome.key) == w.outcome
             anomalous += (not last.serializable) or bool(design)
     if args.png or args.svg:
-        from toki.engines.draw import draw
+        from toki.harness.draw import draw
 
         replayed = Witness.from_trial(engine, w.scenario, last, seed=w.seed, budget=w.budget)
         for p in (args.png, args.svg):

@@ -69,7 +69,7 @@ read under that lock, and every save written to a temporary file and moved over 
 with ``os.replace``, so a lock-free reader sees the old or the new file, never an empty one.
 The real fix would hold an OS file lock (``fcntl.flock`` on a lock file next to the JSON files,
 which is what this module takes outside the harness); in the harness the lock is a
-:class:`~toki.engines.locks.InstrumentedLock` handed in by ``prepare``, because the controller
+:class:`~toki.harness.locks.InstrumentedLock` handed in by ``prepare``, because the controller
 does not intercept ``fcntl.flock``.
 """
 
@@ -88,8 +88,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from toki.engines.engine import Detector, Scenario
-from toki.engines.locks import InstrumentedLock
+from toki.harness.engine import Detector, Scenario
+from toki.harness.locks import InstrumentedLock
 from toki.errors import ConfigError
 from toki.judges.fixture import FixtureJudge
 from toki.model import Fact

@@ -101,8 +101,8 @@ from typing import Any
 
 os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")  # before graphiti is imported: no network
 
-from toki.engines.controller import current_agent
-from toki.engines.engine import Detector, Scenario
+from toki.harness.controller import current_agent
+from toki.harness.engine import Detector, Scenario
 from toki.errors import ConfigError
 from toki.judges.fixture import FixtureJudge
 from toki.model import Fact

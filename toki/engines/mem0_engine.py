@@ -88,8 +88,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toki.engines.engine import Detector, OnPostgres, Scenario
-from toki.engines.locks import InstrumentedLock
+from toki.engines.base import OnPostgres
+from toki.harness.engine import Detector, Scenario
+from toki.harness.locks import InstrumentedLock
 from toki.errors import ConfigError
 
 USER = "alice"
@@ -275,7 +276,7 @@ def __getattr__(name):  # mem0's factories import the classes by dotted path; me
 
 def _release(pool, server, schema: str) -> None:
     from toki.db.server import drop_schema
-    from toki.engines.controller import uncontrolled
+    from toki.harness.controller import uncontrolled
 
     # A finalizer: the garbage collector may run it on an agent thread of a later, unrelated run.
     with uncontrolled():

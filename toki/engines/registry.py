@@ -7,7 +7,7 @@ import importlib.util
 import os
 import sys
 
-from toki.engines.engine import EngineInfo
+from toki.engines.base import EngineInfo
 from toki.errors import ConfigError
 
 ENGINES: dict[str, EngineInfo] = {e.name: e for e in (
@@ -80,9 +80,10 @@ def load_engine(name: str | None = None, module: str | None = None):
     missing = [a for a in ("name", "version", "scenarios", "open", "close", "state") if not hasattr(engine, a)]
     if missing:
         raise ConfigError(f"engine {spec!r} lacks {', '.join(missing)}",
-                          fix="see toki.engines.engine for the protocol (name, version, executed, scenarios, "
+                          fix="see toki.harness.engine for the protocol (name, version, executed, scenarios, "
                               "open, close, state)")
     if getattr(engine, "executed", "real") not in ("real", "model"):
         raise ConfigError(f"engine {spec!r} says executed={engine.executed!r}", fix="use 'real' or 'model'")
     engine._toki_spec = spec
+    engine._toki_shipped = name is not None
     return engine

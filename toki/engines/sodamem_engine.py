@@ -11,7 +11,7 @@ What toki plugs in, all through SodaMem's own extension points:
 - an extractor (any object with ``extract_session(spans, user_id=, session_date=)``):
   :class:`ScriptedExtractor`, which plays the LLM's part by returning, for each turn text,
   the ``FactEvent`` a model would have extracted, with ids and times derived from the input;
-- the store's RLock is replaced by an instrumented lock (:mod:`toki.engines.locks`) so that
+- the store's RLock is replaced by an instrumented lock (:mod:`toki.harness.locks`) so that
   waiting for it is seen by the controller.
 Agents call the public API (``SodaMem.ingest``, ``Store.supersede_fact_event``,
 ``archive_fact_event``, ``delete_fact_event``); the state is read back with
@@ -32,8 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from toki.engines.engine import Detector, Scenario
-from toki.engines.locks import InstrumentedLock
+from toki.harness.engine import Detector, Scenario
+from toki.harness.locks import InstrumentedLock
 from toki.errors import ConfigError
 
 USER = "alice"

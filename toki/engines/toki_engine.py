@@ -22,7 +22,8 @@ from datetime import datetime
 from pathlib import Path
 
 import toki
-from toki.engines.engine import Detector, OnPostgres, Scenario
+from toki.engines.base import OnPostgres
+from toki.harness.engine import Detector, Scenario
 from toki.levels import Level, parse_level
 from toki.model import SENTINEL, Fact
 

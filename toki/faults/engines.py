@@ -35,8 +35,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from toki.engines.controller import Controller, SerialChooser
-from toki.engines.trial import TrialRunner, canonical, hooks_installed
+from toki.harness.controller import Controller, SerialChooser
+from toki.harness.trial import TrialRunner, canonical, hooks_installed
 from toki.errors import TokiError
 from toki.faults.child import killed, wait_child
 from toki.faults.proxy import FaultTimeout
@@ -86,8 +86,8 @@ _TORN: set[str] = set()
 def _install_torn_writes() -> None:
     """In the child only: file writes reach the OS at flush/close (as the harness models them),
     and a torn one stops half-way and kills the process."""
-    from toki.engines import file_calls
-    from toki.engines.controller import current_agent
+    from toki.harness import file_calls
+    from toki.harness.controller import current_agent
 
     cf = file_calls.ControlledFile
 
@@ -352,7 +352,7 @@ class EngineFaults:
                     if callable(prepare):
                         for h in {id(x): x for x in per.values()}.values():
                             prepare(h, ctl)
-                    from toki.engines.trial import _bind
+                    from toki.harness.trial import _bind
 
                     ctl.run({a: _bind(sc.call, per[a], a) for a in self.order})
                 os.kill(os.getpid(), signal.SIGKILL)  # the point after the last call returned

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from toki.engines.engine import Detector
+from toki.harness.engine import Detector
 from toki.judges.fixture import FixtureJudge
 from toki.model import Fact
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from toki.engines.engine import Detector, Scenario
+from toki.harness.engine import Detector, Scenario
 from toki.engines.models import connect
 from toki.errors import ConfigError
 

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toki.engines.engine import Detector, Scenario
+from toki.harness.engine import Detector, Scenario
 from toki.engines.models import (
     JudgeFactory,
     ask_judge,

@@ -56,7 +56,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from toki.engines.engine import Detector, Scenario
+from toki.harness.engine import Detector, Scenario
 from toki.engines.models import (
     JudgeFactory,
     ask_judge,

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toki.engines.engine import Detector, Scenario
+from toki.harness.engine import Detector, Scenario
 from toki.engines.models import (
     JudgeFactory,
     ask_judge,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 
 from toki.backends.sqlite import is_busy
-from toki.engines.controller import current_agent
+from toki.harness.controller import current_agent
 
 _original_connect = sqlite3.connect
 

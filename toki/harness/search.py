@@ -1,11 +1,11 @@
 """Search, shrink and replay interleavings of an engine scenario.
 
-Hypothesis draws a *tape* (:class:`~toki.engines.controller.TapeChooser`): a switching rate,
+Hypothesis draws a *tape* (:class:`~toki.harness.controller.TapeChooser`): a switching rate,
 then one small integer per scheduling decision (low values continue the agent that ran last,
 high ones switch). The tape is as long as the serial runs have decisions (with headroom);
 shrinking lowers entries to 0, so a found anomaly shrinks toward the fewest context switches.
 The witness is the concrete grant sequence of the shrunk run, which
-:class:`~toki.engines.controller.ReplayChooser` re-executes exactly.
+:class:`~toki.harness.controller.ReplayChooser` re-executes exactly.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
-from toki.engines.controller import ReplayChooser, TapeChooser
-from toki.engines.trial import TrialResult, TrialRunner
+from toki.harness.controller import ReplayChooser, TapeChooser
+from toki.harness.trial import TrialResult, TrialRunner
 from toki.errors import ConfigError
 
 

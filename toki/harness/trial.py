@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toki.engines import file_calls, pg_calls, sqlite_calls
-from toki.engines.controller import STEP_LIMIT_S, Chooser, Controller, RunTrace, SerialChooser
-from toki.engines.engine import Engine, Scenario
+from toki.harness import file_calls, pg_calls, sqlite_calls
+from toki.harness.controller import STEP_LIMIT_S, Chooser, Controller, RunTrace, SerialChooser
+from toki.harness.engine import Engine, Scenario
 from toki.errors import ConfigError
 
 

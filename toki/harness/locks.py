@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-from toki.engines.controller import current_agent
+from toki.harness.controller import current_agent
 
 
 class InstrumentedLock:

@@ -15,12 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toki.engines.controller import StepRecord
-from toki.engines.search import context_switches
-from toki.engines.trial import TrialResult
+from toki.harness.controller import StepRecord
+from toki.harness.search import context_switches
+from toki.harness.trial import TrialResult
 from toki.errors import ConfigError
 
 FORMAT = 1
+
+
+def _module_of(engine) -> str | None:
+    """The ``module:factory`` a replay loads the engine from; None for an engine toki ships (the
+    loader marks those, so the witness names it by toki's name and survives a module move)."""
+    return None if getattr(engine, "_toki_shipped", False) else getattr(engine, "_toki_spec", None)
 
 
 def digest(key: str) -> str:
@@ -50,11 +56,7 @@ class Witness:
     @classmethod
     def from_trial(cls, engine, scenario: str, trial: TrialResult, *, seed: int, budget: int,
                    provenance: dict | None = None) -> "Witness":
-        spec = getattr(engine, "_toki_spec", None)
-        from toki.engines.registry import ENGINES
-
-        shipped = engine.name in ENGINES and ENGINES[engine.name].factory == spec
-        return cls(engine.name, None if shipped else spec, str(engine.version), getattr(engine, "executed", "real"),
+        return cls(engine.name, _module_of(engine), str(engine.version), getattr(engine, "executed", "real"),
                    scenario, seed, budget, list(trial.trace.grants), list(trial.anomalies), list(trial.trace.steps),
                    digest(trial.outcome.key), trial.outcome.state, provenance or {})
 
@@ -62,11 +64,7 @@ class Witness:
     def from_serial(cls, engine, scenario: str, trace, outcome, findings: list[str], *, seed: int,
                     budget: int) -> "Witness":
         """A witness of a property of the design: a serial run that shows it."""
-        spec = getattr(engine, "_toki_spec", None)
-        from toki.engines.registry import ENGINES
-
-        shipped = engine.name in ENGINES and ENGINES[engine.name].factory == spec
-        return cls(engine.name, None if shipped else spec, str(engine.version), getattr(engine, "executed", "real"),
+        return cls(engine.name, _module_of(engine), str(engine.version), getattr(engine, "executed", "real"),
                    scenario, seed, budget, list(trace.grants), list(findings), list(trace.steps),
                    digest(outcome.key), outcome.state)
 

@@ -18,7 +18,7 @@ import io
 import os
 from pathlib import Path
 
-from toki.engines.controller import current_agent
+from toki.harness.controller import current_agent
 
 _real_open = builtins.open
 

@@ -12,7 +12,7 @@ An engine object has
   (lists, dicts, strings, numbers) in a canonical order, with nothing run-specific in it
   (no wall-clock times, no random ids): two runs that leave the same memory give equal states;
 - optionally ``prepare(handle, controller)``: hand the engine instrumented locks in place of the
-  Python locks it guards its storage with (see :mod:`toki.engines.locks`).
+  Python locks it guards its storage with (see :mod:`toki.harness.locks`).
 
 A :class:`Scenario` says what the agents do: ``setup(handle)`` seeds the store before the agents
 start (not scheduled), and ``call(handle, agent)`` makes one agent's calls on the engine's
@@ -25,8 +25,8 @@ returns what no serial order would show is an anomaly too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -67,39 +67,3 @@ class Engine(Protocol):
     def open(self, location: Path) -> Any: ...
     def close(self, handle: Any) -> None: ...
     def state(self, handle: Any) -> Any: ...
-
-
-@dataclass
-class EngineInfo:
-    name: str
-    factory: str  # module:attribute
-    description: str
-    needs: Sequence[str] = field(default_factory=tuple)  # import names the engine needs (extras)
-
-
-class OnPostgres:
-    """Base for engines that keep their memory in a PostgreSQL server (TOKI's own write path,
-    mem0): the server (the default, resolved on first use, or the one ``toki certify --dsn``
-    assigns through :meth:`use_server`), and an observer connection to it, through which the
-    controller sees a statement waiting on another agent's lock."""
-
-    _server = None
-    _dsn: str | None = None
-    _observer = None
-
-    @property
-    def server(self):
-        if self._server is None:
-            from toki.db.server import resolve
-
-            self._server = resolve(self._dsn)
-        return self._server
-
-    def use_server(self, server) -> None:
-        self._server = server
-
-    @property
-    def pg_observer(self):
-        if self._observer is None or self._observer.closed:
-            self._observer = self.server.connect()
-        return self._observer

@@ -13,7 +13,7 @@ import re
 import textwrap
 from pathlib import Path
 
-from toki.engines.controller import StepRecord
+from toki.harness.controller import StepRecord
 
 _FAMILY = {"read": "#4c78a8", "write": "#f58518", "commit": "#54a24b", "txn": "#54a24b", "lock": "#b279a2",
            "start": "#bab0ac", "resume": "#bab0ac", "group": "#e5e5e5"}

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 
-from toki.engines.controller import current_agent
-from toki.engines.sqlite_calls import describe_sql, sql_kind
+from toki.harness.controller import current_agent
+from toki.harness.sqlite_calls import describe_sql, sql_kind
 
 _PATCHED: list[tuple[type, str, object]] = []
 
