@@ -45,6 +45,14 @@ class ReplayDiverged(TokiError):
     """A recorded grant sequence names an agent that cannot take a step at that point."""
 
 
+class Unverifiable(TokiError):
+    """The run did something the harness did not control (a storage call on a thread it does not
+    own, a wait it cannot see, storage that changed between steps, serial outcomes that vary).
+
+    A verdict built on such a run could say "excludes" about calls that were never scheduled, so
+    the scenario is reported unverifiable with this evidence instead (fail closed)."""
+
+
 @dataclass
 class StepRecord:
     seq: int  # position in the grant sequence
@@ -82,7 +90,14 @@ class RunTrace:
 # -- choosers ---------------------------------------------------------------------------------
 
 class Chooser:
-    """Which eligible agent takes the next step. ``last`` ran the previous step."""
+    """Which eligible agent takes the next step. ``last`` ran the previous step.
+
+    ``forces_starts``: starting an agent (running it up to its first storage call) is granted
+    at once, as no choice. Serial and replayed runs choose starts like any other step, so a
+    serial run never starts B while A is inside a call, and a replay follows the recording
+    exactly."""
+
+    forces_starts = True
 
     def choose(self, eligible: Sequence[str], last: str | None) -> str:
         raise NotImplementedError
@@ -96,7 +111,10 @@ class Chooser:
 
 
 class SerialChooser(Chooser):
-    """Runs agents one after another, in ``order``: a serial execution."""
+    """Runs agents one after another, in ``order``: a serial execution (B starts only once A has
+    returned)."""
+
+    forces_starts = False
 
     def __init__(self, order: Sequence[str]):
         self.order = list(order)
@@ -151,14 +169,10 @@ class TapeChooser(Chooser):
 class ReplayChooser(Chooser):
     """Follows a recorded grant sequence exactly."""
 
+    forces_starts = False
+
     def __init__(self, grants: Sequence[str]):
         self.grants, self.pos = list(grants), 0
-
-    def forced(self, agent: str) -> None:
-        if self.pos >= len(self.grants) or self.grants[self.pos] != agent:
-            raise ReplayDiverged(f"grant {self.pos} starts agent {agent!r}, the recording does not",
-                                 fix="the engine or its version changed since the witness was recorded")
-        self.pos += 1
 
     def victim(self, blocked):
         return self.choose(blocked, None)
@@ -387,7 +401,7 @@ class Controller:
         eligible = [a.name for a in live if self._eligible(a)]
         try:
             starting = [n for n in eligible if self._agents[n].pending.kind == "start"]
-            if starting:  # running an agent up to its first storage call is no choice: it touches nothing
+            if starting and self.chooser.forces_starts:  # running an agent up to its first storage call is no choice: it touches nothing
                 self.chooser.forced(starting[0])
                 last = self._last
                 self._grant(self._agents[starting[0]])
