@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests import toy_engine
-from toki.harness.controller import Controller, EngineHung, ReplayChooser, SerialChooser, TapeChooser
+from toki.harness.controller import Controller, EngineHung, ReplayChooser, SerialChooser, TapeChooser, Unverifiable
 from toki.harness.draw import draw, marked_steps
 from toki.harness.locks import InstrumentedLock
 from toki.harness.search import context_switches, search
@@ -116,11 +116,33 @@ def test_a_hung_engine_is_an_error_naming_the_agent_and_its_call():
         from toki.harness.controller import current_agent
         ctl, _ = current_agent()
         ctl.step("sql-read", "select 1", lambda: 1)
-        time.sleep(3)  # an engine stuck between two storage calls
+        t = time.perf_counter()
+        while time.perf_counter() - t < 3:  # an engine stuck computing between two storage calls
+            pass
 
     ctl = Controller(SerialChooser(["B", "A"]), step_limit_s=0.5)
     with pytest.raises(EngineHung, match=r"agent B .*select 1"):
         ctl.run({"A": fast, "B": hangs})
+
+
+def test_an_agent_asleep_outside_any_storage_call_is_unverifiable_naming_where():
+    """A wait the harness cannot see (here a sleep; in engines a lock made at import, a foreign
+    thread) is recognised from the thread's state within a fraction of a second, not after the
+    step limit, and nothing after it is judged."""
+    def fast():
+        return 1
+
+    def sleeps():
+        from toki.harness.controller import current_agent
+        ctl, _ = current_agent()
+        ctl.step("sql-read", "select 1", lambda: 1)
+        time.sleep(3)
+
+    ctl = Controller(SerialChooser(["B", "A"]), step_limit_s=5)
+    t0 = time.perf_counter()
+    with pytest.raises(Unverifiable, match=r"agent B waits at .*test_engines_harness.py:\d+ \(in sleeps\)"):
+        ctl.run({"A": fast, "B": sleeps})
+    assert time.perf_counter() - t0 < 2
 
 
 def test_witness_replays_the_same_outcome_20_times_and_draws(tmp_path):

@@ -16,8 +16,17 @@ Blocking is detected without sleeping:
 - a PostgreSQL statement that has not returned is checked with the observer
   (``pg_isolation_test_session_is_blocked``); a blocked agent is skipped until its statement
   returns, and then waits for a grant before running on.
+- a MariaDB/MySQL statement likewise, through ``SHOW ENGINE INNODB STATUS``; the observer for
+  either is opened from the first session's own connection parameters (:mod:`.observers`);
+- an agent that sleeps outside any storage call (on a lock or a queue the harness does not
+  control) is recognised from the operating system's view of its thread, and the run is
+  :class:`Unverifiable`: nothing it did after that point was scheduled.
 Every wait is bounded by ``step_limit_s``: a hung engine is an :class:`EngineHung` error naming
 the agent and the call.
+
+Fail closed: a storage call made during a run on a thread that is neither an agent nor working
+for one (see :mod:`.threads`) stops the run as :class:`Unverifiable`, naming the thread and the
+call, instead of running unscheduled.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,9 +42,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from toki.errors import TokiError
+from toki.harness.observers import OPENERS, DbSession, PgObserver
 
 STEP_LIMIT_S = 10.0
-_PG_POLL_S = 0.002  # how long a granted PostgreSQL statement may run before the observer is asked
+_PG_POLL_S = 0.002  # how long a granted database statement may run before the observer is asked
+_IDLE_PROBE_S = 0.02  # how often an agent running outside a storage call is looked at
+# How long an agent may sleep outside any storage call, using no CPU, before the run is judged
+# to wait on something the harness does not control. Long enough for a connection pool to open a
+# connection; far below the step limit.
+_IDLE_LIMIT_S = 0.25
 
 
 class EngineHung(TokiError):
@@ -208,12 +224,15 @@ class _Agent:
         self.granted = False
         self.in_step = False
         self.deliver_busy = False
-        self.pg_pid: int | None = None
+        self.db: DbSession | None = None  # the database session its granted statement runs on
+        self.handoff_wait = False  # its thread waits while a worker thread does its work (threads.py)
+        self.idle_cv = threading.Condition(mutex)  # where that wait ends
         self.result: Any = None
         self.error: BaseException | None = None
 
 
 _local = threading.local()
+_running: "Controller | None" = None  # the run in progress in this process, if any
 
 
 @contextlib.contextmanager
@@ -221,12 +240,64 @@ def uncontrolled():
     """Storage calls made in this block are not steps, even on an agent's thread: for cleanup
     that the garbage collector may run at any moment on whatever thread is running (a finalizer
     that drops a finished trial's schema must not wait for a grant in another trial's run)."""
-    saved = getattr(_local, "agent", None)
-    _local.agent = None
+    saved = getattr(_local, "agent", None), getattr(_local, "harness", False)
+    _local.agent, _local.harness = None, True
     try:
         yield
     finally:
-        _local.agent = saved
+        _local.agent, _local.harness = saved
+
+
+def running() -> "Controller | None":
+    return _running
+
+
+def controlled(kind: str, detail: str, fn: Callable[[], Any], *, busy=None, db: DbSession | None = None,
+               lock=None) -> Any:
+    """Perform a storage call: a granted step on an agent's thread (or a worker working for one),
+    refused on any other thread while a run is in progress, plain outside runs."""
+    me = getattr(_local, "agent", None)
+    if me is not None:
+        return me[0].step(kind, detail, fn, busy=busy, db=db, lock=lock)
+    ctl = _running
+    if ctl is not None and not getattr(_local, "harness", False):
+        ctl.refuse(kind, detail)
+    return fn()
+
+
+async def controlled_async(kind: str, detail: str, fn: Callable[[], Any], *, busy=None,
+                           db: DbSession | None = None) -> Any:
+    me = getattr(_local, "agent", None)
+    if me is not None:
+        return await me[0].step_async(kind, detail, fn, busy=busy, db=db)
+    ctl = _running
+    if ctl is not None and not getattr(_local, "harness", False):
+        ctl.refuse(kind, detail)
+    return await fn()
+
+
+def _thread_idle(native_id: int | None) -> tuple[bool, int] | None:
+    """(sleeping, CPU ticks used) of one of this process's threads, as Linux reports it."""
+    if native_id is None:
+        return None
+    try:
+        with open(f"/proc/self/task/{native_id}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return fields[0] in (b"S", b"D"), int(fields[11]) + int(fields[12])
+
+
+def _where_waiting(thread: threading.Thread | None) -> str:
+    frame = sys._current_frames().get(thread.ident) if thread is not None else None
+    stdlib = threading.__file__.rsplit("/", 1)[0]
+    while frame is not None and (frame.f_code.co_filename.startswith("<") or (
+            frame.f_code.co_filename.startswith(stdlib) and "-packages" not in frame.f_code.co_filename)):
+        frame = frame.f_back  # the stdlib's own wait loop says nothing: name the caller
+    if frame is None:
+        return "an unknown place"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} (in {frame.f_code.co_name})"
 
 
 async def _await(awaitable):
@@ -247,9 +318,16 @@ class Controller:
     PostgreSQL waits and hung agents, and collects the result.
     """
 
-    def __init__(self, chooser: Chooser, *, step_limit_s: float = STEP_LIMIT_S, pg_observer=None):
+    def __init__(self, chooser: Chooser, *, step_limit_s: float = STEP_LIMIT_S, pg_observer=None,
+                 observers: dict | None = None, fingerprint: Callable[[], Any] | None = None):
         self.chooser, self.step_limit_s = chooser, step_limit_s
-        self.pg_observer = pg_observer  # a psycopg connection, when agents talk to PostgreSQL
+        # database kind -> observer; shared with the caller so that later runs reuse what this one opens
+        self.observers = observers if observers is not None else {}
+        if pg_observer is not None:
+            self.observers.setdefault("postgresql", PgObserver(pg_observer, owned=False))
+        # Self-check: the storage as seen from outside (files and their sizes and times) must not
+        # change between one step's end and the next grant, when no agent holds a granted call.
+        self._fingerprint, self._fp = fingerprint, None
         self._mutex = threading.Lock()
         self._cv = threading.Condition(self._mutex)  # the caller's thread waits here; agents on their own
         self._agents: dict[str, _Agent] = {}
@@ -260,11 +338,16 @@ class Controller:
         self._failure: BaseException | None = None
         self._finished = False
         self._progress = 0  # storage calls that completed (ok or failed); SQLITE_BUSY answers do not count
-        self.pg_pids: set[int] = set()  # backends of every PostgreSQL connection the agents opened
+        self.db_sessions: dict[str, set[int]] = {}  # kind -> sessions of every connection the agents used
+        self._where: dict[str, Any] = {}  # kind -> how to reach that server (for the observer)
+
+    @property
+    def pg_pids(self) -> set[int]:
+        return self.db_sessions.get("postgresql", set())
 
     # -- called from agent threads (through the hooks) ----------------------------------------
     def step(self, kind: str, detail: str, fn: Callable[[], Any], *, lock=None,
-             busy: Callable[[BaseException], bool] | None = None, pg_pid: int | None = None) -> Any:
+             busy: Callable[[BaseException], bool] | None = None, db: DbSession | None = None) -> Any:
         """Wait for the grant, perform ``fn`` (the real call), and record it."""
         me = current_agent()
         if me is None or me[0] is not self or me[1].in_step or self._finished:
@@ -274,14 +357,13 @@ class Controller:
         _, agent = me
         rec = StepRecord(-1, agent.name, kind, detail)
         with self._mutex:
-            if pg_pid is not None:
-                self.pg_pids.add(pg_pid)
+            self._saw(db)
             agent.pending, agent.want_lock = rec, lock
             self._stop_and_wait(agent)
         while True:
-            agent.pg_pid = pg_pid
+            agent.db = db
             agent.in_step = True
-            if pg_pid is not None and self.pg_observer is not None:
+            if db is not None:
                 with self._mutex:  # wake the watcher: this statement may wait on a lock
                     self._cv.notify()
             try:
@@ -301,7 +383,7 @@ class Controller:
             return result
 
     async def step_async(self, kind: str, detail: str, fn: Callable[[], Any], *,
-                         busy: Callable[[BaseException], bool] | None = None) -> Any:
+                         busy: Callable[[BaseException], bool] | None = None, db: DbSession | None = None) -> Any:
         """:meth:`step` for an awaitable call (an asyncio driver's query): ``fn()`` returns it.
 
         An agent whose call is a coroutine runs it on an event loop of its own, in its own thread,
@@ -313,10 +395,15 @@ class Controller:
         _, agent = me
         rec = StepRecord(-1, agent.name, kind, detail)
         with self._mutex:
+            self._saw(db)
             agent.pending, agent.want_lock = rec, None
             self._stop_and_wait(agent)
         while True:
+            agent.db = db
             agent.in_step = True
+            if db is not None:
+                with self._mutex:
+                    self._cv.notify()
             try:
                 result = await fn()
             except BaseException as e:
@@ -332,6 +419,49 @@ class Controller:
             rec.status = "ok"
             self._completed(agent, rec)
             return result
+
+    def agent_idents(self) -> set[int]:
+        return {a.thread.ident for a in self._agents.values() if a.thread is not None}
+
+    def _saw(self, db: DbSession | None) -> None:
+        if db is not None:
+            self.db_sessions.setdefault(db.kind, set()).add(db.id)
+            self._where.setdefault(db.kind, db.where)
+
+    def refuse(self, kind: str, detail: str) -> None:
+        """A storage call on a thread that is neither an agent nor working for one: the run can no
+        longer be judged. Stops it and raises in the calling thread, so the call does not run."""
+        t = threading.current_thread()
+        err = Unverifiable(
+            f"a storage call ({kind}: {detail}) ran on thread {t.name!r}, which is no agent's and was "
+            "not working for one, so the harness could not schedule it; a verdict would rest on calls "
+            "nobody controlled",
+            fix="let the library hand work to its own thread through a queue.Queue or SimpleQueue that "
+                "it creates during open() (the harness then schedules the worker's calls as the waiting "
+                "agent's steps), or make the calls on the agent's thread")
+        with self._mutex:
+            self._fail(err)
+        raise err
+
+    # -- work handed to a thread the engine started (threads.py) ------------------------------
+    def await_handoff(self, agent: _Agent, gate) -> None:
+        """``agent`` handed its work to a worker thread; wait until the worker is idle again. The
+        worker's storage calls meanwhile are this agent's steps."""
+        with self._mutex:
+            agent.handoff_wait = True
+            try:
+                while gate.owner is agent and self._failure is None:
+                    agent.idle_cv.wait()
+            finally:
+                agent.handoff_wait = False
+            if self._failure is not None and gate.owner is agent:
+                raise _Abandoned()
+
+    def handoff_done(self, agent: _Agent, gate) -> None:
+        with self._mutex:
+            if gate.owner is agent:
+                gate.owner = None
+            agent.idle_cv.notify_all()
 
     def _busy(self, agent: _Agent, rec: StepRecord, e: BaseException) -> bool:
         """The call was answered busy: wait until another agent has progressed. True when every
@@ -366,7 +496,9 @@ class Controller:
         with self._mutex:
             self._progress += 1
             rec.completed = len(self.grants) - 1
-            agent.pg_pid = None
+            agent.db = None
+            if self._fingerprint is not None:
+                self._fp = self._fingerprint()
             if agent.state == "blocked-db":  # a PostgreSQL wait ended: run on only when granted
                 rec.blocked = True
                 agent.pending, agent.want_lock = StepRecord(-1, agent.name, "resume", rec.detail), None
@@ -416,6 +548,12 @@ class Controller:
                     return
                 if any(a.state == "blocked-db" for a in live):
                     return  # the database will wake one of them (or break the deadlock)
+                foreign = [a for a in live if a.want_lock is not None
+                           and str(getattr(a.want_lock, "owner", "")).startswith("thread:")]
+                if foreign:
+                    a = foreign[0]
+                    raise Unverifiable(f"agent {a.name} waits for {a.want_lock.name}, held by a thread the harness "
+                                       "does not control", fix="create the lock's users during the trial, on agents")
                 waits = "; ".join(f"{a.name} waits for {a.pending.detail if a.pending else '?'}" for a in live)
                 raise EngineHung(f"no agent can take a step (a lock cycle among the engine's own locks): {waits}",
                                  fix="the engine deadlocks itself on this schedule; report it as a finding")
@@ -424,6 +562,18 @@ class Controller:
             self._fail(e)
 
     def _grant(self, a: _Agent) -> None:
+        if self._fingerprint is not None and self._fp is not None:
+            now = self._fingerprint()
+            if now != self._fp:
+                changed = sorted(k for k in set(now) | set(self._fp) if now.get(k) != self._fp.get(k))
+                prev = self.steps[-1] if self.steps else None
+                raise Unverifiable(
+                    f"storage changed while no agent held a granted call: {', '.join(changed[:4])} changed "
+                    f"after step {prev.seq if prev else '?'} ({prev.agent + ': ' + prev.detail if prev else 'start'}) "
+                    "had returned and before the next grant; something writes it through a path the harness "
+                    "does not intercept (os.write, mmap, a thread or process of its own)",
+                    fix="write through open()/sqlite3/psycopg/PyMySQL on the agent's thread, or tell the harness "
+                        "about the other path (see Limits in the engines docs)")
         rec = a.pending
         if rec.seq < 0:  # a re-issue after SQLITE_BUSY keeps the step's first position
             rec.seq = len(self.grants)
@@ -441,12 +591,19 @@ class Controller:
         self._cv.notify()
         for a in self._agents.values():
             a.cv.notify()
+            a.idle_cv.notify_all()
 
     # -- the caller's thread -------------------------------------------------------------------
     def run(self, agents: dict[str, Callable[[], Any]]) -> RunTrace:
+        global _running
         t0 = time.perf_counter()
         for name, fn in agents.items():
             self._agents[name] = _Agent(name, fn, self._mutex)
+        if self._fingerprint is not None:
+            self._fp = self._fingerprint()
+        was_harness = getattr(_local, "harness", False)
+        _local.harness = True  # this thread's own calls (the observer's) are the harness's
+        _running = self
         for a in self._agents.values():
             a.thread = threading.Thread(target=self._agent_main, args=(a,), name=f"toki-agent-{a.name}", daemon=True)
             a.thread.start()
@@ -455,11 +612,14 @@ class Controller:
         try:
             self._watch()
         finally:
+            _running = None
+            _local.harness = was_harness
             with self._mutex:
                 if not self._finished and self._failure is None:
                     self._failure = _Abandoned()
                 for a in self._agents.values():
                     a.cv.notify()
+                    a.idle_cv.notify_all()
         if self._failure is not None and not isinstance(self._failure, _Abandoned):
             raise self._failure
         results = {a.name: a.result for a in self._agents.values() if a.error is None}
@@ -467,29 +627,50 @@ class Controller:
         return RunTrace(self.grants, self.steps, results, errors, time.perf_counter() - t0)
 
     def _watch(self) -> None:
-        """Wait for the end; meanwhile spot PostgreSQL waits and agents that hang."""
+        """Wait for the end; meanwhile spot database lock waits, agents asleep outside any storage
+        call, and agents that hang."""
         progress, since = -1, time.perf_counter()
+        idle: tuple[int, int, float] | None = None  # (grant count, CPU ticks, since) of a sleeping holder
         with self._mutex:
             while not self._finished and self._failure is None:
                 h = self._holder
-                pg = h is not None and h.in_step and h.pg_pid is not None and self.pg_observer is not None
-                self._cv.wait(_PG_POLL_S if pg else 0.25)
+                in_db = h is not None and h.in_step and h.db is not None
+                in_python = h is not None and not h.in_step and not h.handoff_wait
+                self._cv.wait(_PG_POLL_S if in_db else _IDLE_PROBE_S if in_python else 0.25)
                 if self._finished or self._failure is not None:
                     return
                 if len(self.grants) != progress:
-                    progress, since = len(self.grants), time.perf_counter()
+                    progress, since, idle = len(self.grants), time.perf_counter(), None
                 h = self._holder
-                if h is not None and h.in_step and h.pg_pid is not None and self.pg_observer is not None:
-                    pid = h.pg_pid
+                if h is not None and h.in_step and h.db is not None:
+                    db = h.db
                     self._mutex.release()
                     try:
-                        blocked = self._pg_blocked(pid)
-                    finally:
+                        blocked = self._db_blocked(db)
+                    except Exception as e:  # noqa: BLE001 - the run cannot be judged without it
                         self._mutex.acquire()
-                    if blocked and self._holder is h and h.in_step and h.pg_pid == pid:
+                        self._fail(e)
+                        return
+                    self._mutex.acquire()
+                    if blocked and self._holder is h and h.in_step and h.db == db:
                         h.state, self._holder = "blocked-db", None
                         self._decide()
                         continue
+                elif h is not None and not h.in_step and not h.handoff_wait and h.thread is not None:
+                    seen = _thread_idle(h.thread.native_id)
+                    if seen is None or not seen[0]:
+                        idle = None
+                    elif idle is None or idle[0] != progress or idle[1] != seen[1]:
+                        idle = (progress, seen[1], time.perf_counter())
+                    elif time.perf_counter() - idle[2] > _IDLE_LIMIT_S:
+                        self._failure = Unverifiable(
+                            f"agent {h.name} waits at {_where_waiting(h.thread)} on something the harness does not "
+                            f"control (a lock, queue or event created before the trial, or a thread it does not "
+                            f"own), after its call {h.pending.detail if h.pending else '?'}; nothing it does next "
+                            "would be scheduled",
+                            fix="create the engine's locks during open() (the harness instruments threading.Lock "
+                                "and RLock created then) or hand them to it through prepare(handle, controller)")
+                        return
                 if time.perf_counter() - since > self.step_limit_s:
                     who = h or next((a for a in self._agents.values() if a.state == "blocked-db"), None)
                     what = who.pending.detail if who is not None and who.pending else "?"
@@ -499,10 +680,19 @@ class Controller:
                         fix="the engine hangs here; raise the step limit if it is only slow")
                     return
 
-    def _pg_blocked(self, pid: int) -> bool:
-        from toki.backends.postgres import blocked_pids
-
-        return blocked_pids(self.pg_observer, pid, sorted(p for p in self.pg_pids if p != pid))
+    def _db_blocked(self, db: DbSession) -> bool:
+        obs = self.observers.get(db.kind)
+        if obs is None:
+            opener = OPENERS.get(db.kind)
+            if opener is None or db.where is None:
+                return False
+            try:
+                obs = self.observers[db.kind] = opener(db.where)
+            except Exception as e:  # noqa: BLE001 - without an observer a lock wait looks like a hang
+                raise Unverifiable(f"cannot open an observer on the {db.kind} server the engine uses ({e})",
+                                   fix="let the harness connect with the engine's own connection parameters") from e
+        others = sorted(p for p in self.db_sessions.get(db.kind, ()) if p != db.id)
+        return obs.blocked(db.id, others)
 
     def _agent_main(self, a: _Agent) -> None:
         _local.agent = (self, a)

@@ -1,8 +1,12 @@
 """File writes of file-backed engines, intercepted at the standard library.
 
-While the hook is installed, ``open`` (``builtins.open`` and ``io.open``), ``os.replace``,
-``os.rename`` and ``os.truncate`` under the storage folder, and every ``os.fsync`` of an agent,
-are steps for agent threads. Opening for
+While the hook is installed, every file opened under the storage folder (``builtins.open`` and
+``io.open``, so ``pathlib`` too), on any thread, in ``open()``, ``setup`` or a call, is a
+controlled file object: an engine that opens its file once and keeps the handle has each read,
+flush and truncate scheduled like one that reopens it per call. ``os.replace``, ``os.rename``
+and ``os.truncate`` under the folder, and every ``os.fsync`` of an agent, are steps too. On a
+thread that is neither an agent nor working for one, a call on a file under the folder during a
+run is refused (:func:`~toki.harness.controller.controlled`). Opening for
 writing is a step of its own because ``"w"`` truncates at once: another agent can read the
 empty file before the writer writes. A file object's ``read``, ``write`` with ``flush``/``close``
 (when buffered bytes reach the operating system) and ``truncate`` are steps too; a ``write``
@@ -18,7 +22,7 @@ import io
 import os
 from pathlib import Path
 
-from toki.harness.controller import current_agent
+from toki.harness.controller import controlled, current_agent
 
 _real_open = builtins.open
 
@@ -29,10 +33,7 @@ class ControlledFile:
         self._dirty = False
 
     def _step(self, kind: str, detail: str, fn):
-        me = current_agent()
-        if me is None:
-            return fn()
-        return me[0].step(kind, detail, fn)
+        return controlled(kind, detail, fn)
 
     def read(self, *a):
         return self._step("file-read", f"read {self._label}", lambda: self._f.read(*a))
@@ -96,22 +97,20 @@ class FileHook:
             return None
 
     def open(self, file, mode="r", *args, **kwargs):
-        me = current_agent()
-        label = self._mine(file) if me is not None and not isinstance(file, int) else None
+        label = self._mine(file) if not isinstance(file, int) else None
         if label is None:
             return _real_open(file, mode, *args, **kwargs)
         writing = any(c in mode for c in "wax+")
         kind = "file-open-w" if "w" in mode else ("file-open-a" if writing else "file-open")
-        f = me[0].step(kind, f"open({label!r}, {mode!r})", lambda: _real_open(file, mode, *args, **kwargs))
+        f = controlled(kind, f"open({label!r}, {mode!r})", lambda: _real_open(file, mode, *args, **kwargs))
         return ControlledFile(f, label, writing)
 
     def _os(self, name: str, orig, kind: str):
         def call(*args, **kwargs):
-            me = current_agent()
             labels = [self._mine(a) for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
-            if me is None or not any(labels):
+            if not any(labels):
                 return orig(*args, **kwargs)
-            return me[0].step(kind, f"{name}({', '.join(repr(x) for x in labels if x)})",
+            return controlled(kind, f"{name}({', '.join(repr(x) for x in labels if x)})",
                               lambda: orig(*args, **kwargs))
         return call
 

@@ -1,8 +1,8 @@
 """Python locks an engine takes around its storage, made visible to the controller.
 
-An engine that guards its store with a ``threading.Lock``/``RLock`` is handed an
-:class:`InstrumentedLock` in its place (by the engine's wiring in ``toki.engines``, never by
-editing the engine). Acquiring it is a step; an agent whose acquisition would wait for another
+A ``threading.Lock``/``RLock`` that engine code creates during a trial is an
+:class:`InstrumentedLock` (:mod:`.threads`); one created earlier (at import) can be handed in
+through the plug-in's ``prepare(handle, controller)``. Acquiring it is a step; an agent whose acquisition would wait for another
 agent is not eligible until the holder releases, so waiting on a lock is detected without
 sleeping. Re-entrant acquisitions by the holder are not steps: they change nothing another agent
 can see.
@@ -60,6 +60,9 @@ class InstrumentedLock:
 
     def locked(self) -> bool:
         return self.owner is not None
+
+    def _is_owned(self) -> bool:  # what threading.Condition asks of its lock
+        return self.owner == self._who()
 
     __enter__ = acquire
 

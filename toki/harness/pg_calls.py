@@ -1,20 +1,20 @@
-"""psycopg 3 (and therefore psycopg_pool, which hands out psycopg connections), intercepted at
-the driver: while the hook is installed, ``Cursor.execute``/``executemany``, ``Connection.execute``,
-``commit`` and ``rollback`` are steps for agent threads and unchanged for every other thread.
+"""psycopg 3 (and so psycopg_pool and SQLAlchemy's psycopg dialect), intercepted at the driver:
+while the hook is installed, ``execute``/``executemany`` of cursors and connections, ``commit``
+and ``rollback``, sync and async, are steps for agents and refused on other threads during a
+run (:func:`~toki.harness.controller.controlled`); whoever opened the connection.
 
-A granted statement that does not return at once is checked with the PostgreSQL observer
-(``pg_isolation_test_session_is_blocked``); the controller skips a blocked agent until its
-statement returns.
+A granted statement that does not return at once is checked with an observer the harness opens
+from the connection's own parameters (``pg_isolation_test_session_is_blocked``); the controller
+skips a blocked agent until its statement returns.
 """
 
 from __future__ import annotations
 
 import contextlib
 
-from toki.harness.controller import current_agent
-from toki.harness.sqlite_calls import describe_sql, sql_kind
-
-_PATCHED: list[tuple[type, str, object]] = []
+from toki.harness.controller import controlled, controlled_async
+from toki.harness.observers import DbSession, pg_where
+from toki.harness.sqlite_calls import describe_sql, sql_kind, with_params
 
 
 def _text(conn, query) -> str:
@@ -26,32 +26,48 @@ def _text(conn, query) -> str:
     return query.decode() if isinstance(query, bytes) else str(query)
 
 
-def _pid(conn) -> int | None:
+def _session(conn) -> DbSession | None:
     try:
-        return conn.info.backend_pid
+        pid = conn.info.backend_pid
     except Exception:  # noqa: BLE001 - closed connection: the call will fail on its own
         return None
+    return DbSession("postgresql", pid, pg_where(conn)) if pid else None
 
 
-def _wrap_execute(orig, prefix: str = "pg-"):
+def _detail(conn, query, args) -> tuple[str, str]:
+    text = _text(conn, query)
+    params = args[0] if args else None
+    return "pg-" + sql_kind(text), with_params(describe_sql(text), params)
+
+
+def _wrap_execute(orig):
     def execute(self, query, *args, **kwargs):
-        me = current_agent()
-        if me is None:
-            return orig(self, query, *args, **kwargs)
         conn = getattr(self, "connection", self)
-        text = _text(conn, query)
-        return me[0].step(prefix + sql_kind(text), describe_sql(text),
-                          lambda: orig(self, query, *args, **kwargs), pg_pid=_pid(conn))
+        kind, detail = _detail(conn, query, args)
+        return controlled(kind, detail, lambda: orig(self, query, *args, **kwargs), db=_session(conn))
+    execute.__wrapped__ = orig
+    return execute
+
+
+def _wrap_execute_async(orig):
+    async def execute(self, query, *args, **kwargs):
+        conn = getattr(self, "connection", self)
+        kind, detail = _detail(conn, query, args)
+        return await controlled_async(kind, detail, lambda: orig(self, query, *args, **kwargs), db=_session(conn))
     execute.__wrapped__ = orig
     return execute
 
 
 def _wrap_txn(orig, kind: str):
     def call(self, *args, **kwargs):
-        me = current_agent()
-        if me is None:
-            return orig(self, *args, **kwargs)
-        return me[0].step("pg-" + kind, kind, lambda: orig(self, *args, **kwargs), pg_pid=_pid(self))
+        return controlled("pg-" + kind, kind, lambda: orig(self, *args, **kwargs), db=_session(self))
+    call.__wrapped__ = orig
+    return call
+
+
+def _wrap_txn_async(orig, kind: str):
+    async def call(self, *args, **kwargs):
+        return await controlled_async("pg-" + kind, kind, lambda: orig(self, *args, **kwargs), db=_session(self))
     call.__wrapped__ = orig
     return call
 
@@ -63,17 +79,17 @@ def installed():
     except ImportError:  # nothing to intercept
         yield
         return
-    patches = [(psycopg.Cursor, "execute", _wrap_execute), (psycopg.Cursor, "executemany", _wrap_execute),
-               (psycopg.Connection, "execute", _wrap_execute)]
+    patches = []
+    for cur, conn, wrap, txn in ((psycopg.Cursor, psycopg.Connection, _wrap_execute, _wrap_txn),
+                                 (psycopg.AsyncCursor, psycopg.AsyncConnection, _wrap_execute_async,
+                                  _wrap_txn_async)):
+        patches += [(cur, "execute", wrap), (cur, "executemany", wrap), (conn, "execute", wrap)]
+        patches += [(conn, name, lambda orig, name=name, txn=txn: txn(orig, name)) for name in ("commit", "rollback")]
     saved = []
     for cls, name, wrapper in patches:
         orig = cls.__dict__[name]
         saved.append((cls, name, orig))
         setattr(cls, name, wrapper(orig))
-    for name in ("commit", "rollback"):
-        orig = psycopg.Connection.__dict__[name]
-        saved.append((psycopg.Connection, name, orig))
-        setattr(psycopg.Connection, name, _wrap_txn(orig, name))
     try:
         yield
     finally:

@@ -1,6 +1,8 @@
-"""sqlite3, intercepted at the driver: every connection opened while the hook is installed is a
+"""sqlite3, intercepted at the driver: every connection opened while the hook is installed (on any
+thread: in ``open()``, ``setup`` or by a thread the library starts) is a
 :class:`ControlledConnection` (``sqlite3.connect(..., factory=...)``), so the engine keeps a real
-``sqlite3.Connection`` and its own code runs unchanged.
+``sqlite3.Connection`` and its own code runs unchanged. Its calls are steps for agents (and for a
+worker thread working for one, :mod:`.threads`) and refused on any other thread during a run.
 
 Connections get a busy timeout of 0 (and no same-thread check: handles are opened on the
 caller's thread, and the controller lets one agent run at a time): a statement that needs a lock another connection holds
@@ -13,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 
 from toki.backends.sqlite import is_busy
-from toki.harness.controller import current_agent
+from toki.harness.controller import controlled
 
 _original_connect = sqlite3.connect
 
@@ -32,11 +34,16 @@ def sql_kind(sql: str) -> str:
     return "write"
 
 
-def _step(kind: str, sql, fn):
-    me = current_agent()
-    if me is None:
-        return fn()
-    return me[0].step(kind(sql) if callable(kind) else kind, describe_sql(sql), fn, busy=is_busy)
+def with_params(text: str, params, limit: int = 60) -> str:
+    """A statement's description with its bound values, so that two writes can be told apart."""
+    if params is None or params == () or params == [] or params == {}:
+        return text
+    shown = repr(tuple(params) if isinstance(params, list) else params)
+    return f"{text} ← {shown if len(shown) <= limit else shown[:limit - 1] + '…'}"
+
+
+def _step(kind: str, sql, fn, params=None):
+    return controlled(kind(sql) if callable(kind) else kind, with_params(describe_sql(sql), params), fn, busy=is_busy)
 
 
 def _kind(sql) -> str:
@@ -45,7 +52,7 @@ def _kind(sql) -> str:
 
 class ControlledCursor(sqlite3.Cursor):
     def execute(self, sql, parameters=(), /):
-        return _step(_kind, sql, lambda: super(ControlledCursor, self).execute(sql, parameters))
+        return _step(_kind, sql, lambda: super(ControlledCursor, self).execute(sql, parameters), parameters)
 
     def executemany(self, sql, seq_of_parameters, /):
         rows = list(seq_of_parameters)
@@ -60,7 +67,7 @@ class ControlledConnection(sqlite3.Connection):
         return super().cursor(factory)
 
     def execute(self, sql, parameters=(), /):
-        return _step(_kind, sql, lambda: super(ControlledConnection, self).execute(sql, parameters))
+        return _step(_kind, sql, lambda: super(ControlledConnection, self).execute(sql, parameters), parameters)
 
     def executemany(self, sql, seq_of_parameters, /):
         rows = list(seq_of_parameters)

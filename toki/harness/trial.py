@@ -18,10 +18,66 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toki.harness import file_calls, pg_calls, sqlite_calls
-from toki.harness.controller import STEP_LIMIT_S, Chooser, Controller, RunTrace, SerialChooser
+from toki.errors import ConfigError, TokiError
+from toki.harness import file_calls, mysql_calls, pg_calls, sqlite_calls, threads
+from toki.harness.controller import (STEP_LIMIT_S, Chooser, Controller, ReplayChooser, RunTrace, SerialChooser,
+                                     Unverifiable)
 from toki.harness.engine import Engine, Scenario
-from toki.errors import ConfigError
+
+_FIXES = {
+    "open": "open(location) must open or create the engine's storage under location (a folder toki creates "
+            "empty for each run), or the database storage the plug-in uses",
+    "setup": "the scenario's setup(handle) seeds the store before the agents start, on a fresh store",
+    "state": "state(handle) must read the store back through the engine's API as JSON values (lists, dicts, "
+             "strings, numbers); it failed on a store that a serial run left",
+    "close": "close(handle) must release what open() took",
+    "prepare": "prepare(handle, controller) hands the engine instrumented locks; it is optional",
+    "discard": "discard(location) drops what a run left outside the folder; it is optional",
+}
+
+
+class PluginError(TokiError):
+    """A plug-in's own method raised: not a finding about the engine, a plug-in that does not work."""
+
+    def __init__(self, engine, method: str, exc: BaseException):
+        self.method = method
+        where = getattr(engine, "name", type(engine).__name__)
+        super().__init__(f"plug-in {where}: {method}() raised {type(exc).__name__}: {str(exc)[:200]}",
+                         fix=_FIXES.get(method, "fix the plug-in"))
+
+
+def plugin_call(engine, method: str, fn, *args):
+    """Call one of the plug-in's methods; its exception becomes a :class:`PluginError`."""
+    try:
+        return fn(*args)
+    except TokiError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever the plug-in raised, named in one line
+        raise PluginError(engine, method, e) from e
+
+
+def _fingerprint(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` with its size and modification time. SQLite's shared-memory
+    index (``-shm``) is left out: it is written through a memory map whose times the kernel
+    updates when it pleases."""
+    out: dict[str, tuple[int, int]] = {}
+    stack = [str(root)]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
+            elif not e.name.endswith("-shm"):
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                out[e.path[len(str(root)) + 1:]] = (st.st_size, st.st_mtime_ns)
+    return out
 
 
 def canonical(value: Any) -> str:
@@ -91,13 +147,15 @@ class TrialResult:
 
 @contextlib.contextmanager
 def hooks_installed(location: Path):
-    """sqlite3, psycopg and file calls of agent threads become steps (other threads unchanged)."""
+    """sqlite3, psycopg, PyMySQL and file calls become steps of the agents (refused on other
+    threads during a run); locks and queues engine code creates are instrumented."""
     import sqlite3
 
     saved = sqlite3.connect
     sqlite3.connect = sqlite_calls.controlled_connect
     try:
-        with pg_calls.installed(), file_calls.FileHook(location).installed():
+        with pg_calls.installed(), mysql_calls.installed(), file_calls.FileHook(location).installed(), \
+                threads.installed():
             yield
     finally:
         sqlite3.connect = saved
@@ -116,6 +174,8 @@ class TrialRunner:
             scenario = engine.scenarios[scenario]
         self.scenario: Scenario = scenario
         self.step_limit_s, self.pg_observer = step_limit_s, pg_observer
+        self.observers: dict = {}  # database observers the controller opened, reused by later runs
+        self._setup_per_trial = not getattr(engine, "storage_in_location", True)
         self._own_dir = workdir is None
         # Storage on tmpfs when there is one: engines commit and fsync on every call, and a trial's
         # files live for milliseconds.
@@ -131,6 +191,9 @@ class TrialRunner:
         self.serial_runs: list[tuple[tuple[str, ...], RunTrace, Outcome]] = []  # orders of all the agents
 
     def close(self) -> None:
+        for obs in self.observers.values():
+            obs.close()
+        self.observers.clear()
         if self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -149,66 +212,93 @@ class TrialRunner:
         loc.mkdir(parents=True)
         eng, sc = self.engine, self.scenario
         who = sc.agents if agents is None else agents
+        # Serial runs and replays check themselves: storage must not change between steps.
+        checked = isinstance(chooser, (SerialChooser, ReplayChooser))
         observer = self.pg_observer if self.pg_observer is not None else getattr(eng, "pg_observer", None)
-        ctl = Controller(chooser, step_limit_s=self.step_limit_s, pg_observer=observer)
+        ctl = Controller(chooser, step_limit_s=self.step_limit_s, pg_observer=observer, observers=self.observers,
+                         fingerprint=(lambda: _fingerprint(loc)) if checked else None)
         handles: list[Any] = []
+        serial = isinstance(chooser, SerialChooser)
         try:
-            self._seed(loc)
             with hooks_installed(loc):
+                self._seed(loc)
                 if sc.shared:
-                    shared = eng.open(loc)
+                    shared = plugin_call(eng, "open", eng.open, loc)
                     handles.append(shared)
                     per_agent = {a: shared for a in who}
                 else:
-                    per_agent = {a: eng.open(loc) for a in who}
-                    handles.extend(per_agent.values())
+                    for a in who:
+                        handles.append(plugin_call(eng, "open", eng.open, loc))
+                    per_agent = dict(zip(who, handles))
                 prepare = getattr(eng, "prepare", None)
                 if callable(prepare):
                     for h in dict.fromkeys(map(id, handles)):
-                        prepare(next(x for x in handles if id(x) == h), ctl)
+                        plugin_call(eng, "prepare", prepare, next(x for x in handles if id(x) == h), ctl)
                 calls = {a: _bind(sc.call, per_agent[a], a) for a in who}
                 trace = ctl.run(calls)
         finally:
-            for h in handles:
-                with contextlib.suppress(Exception):
-                    eng.close(h)
-        reader = eng.open(loc)
+            for h in dict.fromkeys(map(id, handles)):
+                try:
+                    eng.close(next(x for x in handles if id(x) == h))
+                except Exception as e:  # noqa: BLE001 - after an interleaved run a close may fail on what the run left
+                    if serial and not isinstance(e, TokiError):
+                        raise PluginError(eng, "close", e) from e
         try:
-            state = eng.state(reader)
-        finally:
-            eng.close(reader)
+            reader = plugin_call(eng, "open", eng.open, loc)
+            try:
+                state = plugin_call(eng, "state", eng.state, reader)
+            finally:
+                with contextlib.suppress(Exception):
+                    eng.close(reader)
+        except PluginError as e:
+            if serial:
+                raise
+            # A store that no longer opens or reads after an interleaving is an outcome (every serial
+            # order read it back), not a broken plug-in.
+            cause = e.__cause__
+            state = {"unreadable": f"{e.method}() raised {type(cause).__name__}"}
         shutil.rmtree(loc, ignore_errors=True)
         discard = getattr(eng, "discard", None)
         if callable(discard):
-            discard(loc)
+            plugin_call(eng, "discard", discard, loc)
         failed = {a: type(e).__name__ for a, e in sorted(trace.errors.items()) if not clean_abort(e)}
         observed = {a: trace.results[a] for a in sorted(trace.results)} if sc.observe else None
         return trace, Outcome(state, trace.outcome_errors(), tuple(sorted(trace.results)), failed, observed)
 
     def _seed(self, loc: Path) -> None:
-        """Run the scenario's setup; engines whose storage is their directory set up once and copy."""
+        """Run the scenario's setup on the storage this trial uses. Where the engine's storage is
+        its folder, set up once and copy the folder (an optimisation); where setup leaves the
+        folder empty, the storage is elsewhere (a database server): set up every trial."""
         eng, sc = self.engine, self.scenario
         if sc.setup is None:
             return
-        if not getattr(eng, "storage_in_location", True):
-            h = eng.open(loc)
-            try:
-                sc.setup(h)
-            finally:
-                eng.close(h)
+        if self._setup_per_trial:
+            self._setup_in(loc)
             return
         if self._template is None:
             tpl = self.workdir / "template"
             shutil.rmtree(tpl, ignore_errors=True)
             tpl.mkdir(parents=True)
-            h = eng.open(tpl)
-            try:
-                sc.setup(h)
-            finally:
-                eng.close(h)
+            self._setup_in(tpl)
+            if not any(tpl.iterdir()):
+                self._setup_per_trial = True
+                discard = getattr(eng, "discard", None)
+                if callable(discard):
+                    plugin_call(eng, "discard", discard, tpl)
+                self._setup_in(loc)
+                return
             self._template = tpl
         shutil.rmtree(loc)
         shutil.copytree(self._template, loc)
+
+    def _setup_in(self, loc: Path) -> None:
+        eng = self.engine
+        h = plugin_call(eng, "open", eng.open, loc)
+        try:
+            plugin_call(eng, "setup", self.scenario.setup, h)
+        finally:
+            with contextlib.suppress(Exception):
+                eng.close(h)
 
     # -- serial orders and verdicts ----------------------------------------------------------
     def serial_outcomes(self) -> dict[str, list[str]]:
@@ -226,6 +316,17 @@ class TrialRunner:
                     for order in itertools.permutations(subset):
                         trace, out = self.run(SerialChooser(order), agents=tuple(order))
                         if k == len(agents):
+                            # Self-check: a serial order run again must give the same outcome; one
+                            # that varies was decided by something the harness does not control.
+                            _, again = self.run(SerialChooser(order), agents=tuple(order))
+                            if again.key != out.key:
+                                raise Unverifiable(
+                                    f"the serial order {' then '.join(order)} gave two different outcomes in two "
+                                    f"runs ({_differ(out, again)}); the outcome depends on something the harness "
+                                    "does not control (time, randomness, a thread or process of the engine's own, "
+                                    "state left from an earlier run)",
+                                    fix="make state() leave out wall-clock times and random ids, seed the engine's "
+                                        "randomness, and give each trial fresh storage")
                             self.last_serial_grants = trace.grants
                             states.append(out)
                             self.serial_runs.append((order, trace, out))
@@ -261,6 +362,13 @@ class TrialRunner:
             findings.append("non-serializable: an outcome that no serial order of the same calls produces "
                             f"(serial orders give {len(serial)} distinct outcome(s))")
         return TrialResult(trace, out, findings, False)
+
+
+def _differ(a: Outcome, b: Outcome) -> str:
+    parts = [k for k in ("state", "errors", "completed", "failed", "observed") if getattr(a, k) != getattr(b, k)]
+    if a.state != b.state:
+        return f"state {canonical(a.state)[:80]} vs {canonical(b.state)[:80]}"
+    return "differ in " + ", ".join(parts)
 
 
 def _bind(call, handle, agent):

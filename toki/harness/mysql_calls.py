@@ -1,0 +1,61 @@
+"""PyMySQL (MariaDB/MySQL), intercepted at the driver: while the hook is installed, a cursor's
+``execute``/``executemany`` and a connection's ``begin``/``commit``/``rollback`` are steps for
+agents, refused on other threads during a run, whoever opened the connection. A granted
+statement that does not return at once is checked against InnoDB's lock waits from an observer
+opened with the connection's own parameters (:mod:`.observers`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from toki.harness.controller import controlled
+from toki.harness.observers import DbSession, mysql_where
+from toki.harness.sqlite_calls import describe_sql, sql_kind, with_params
+
+
+def _session(conn) -> DbSession | None:
+    try:
+        return DbSession("mysql", conn.thread_id(), mysql_where(conn))
+    except Exception:  # noqa: BLE001 - not connected: the call fails on its own
+        return None
+
+
+def _wrap_execute(orig):
+    def execute(self, query, args=None):
+        text = query.decode() if isinstance(query, bytes) else str(query)
+        return controlled("my-" + sql_kind(text), with_params(describe_sql(text), args),
+                          lambda: orig(self, query, args), db=_session(self.connection))
+    execute.__wrapped__ = orig
+    return execute
+
+
+def _wrap_txn(orig, kind: str):
+    def call(self, *args, **kwargs):
+        return controlled("my-" + kind, kind, lambda: orig(self, *args, **kwargs), db=_session(self))
+    call.__wrapped__ = orig
+    return call
+
+
+@contextlib.contextmanager
+def installed():
+    try:
+        import pymysql.connections
+        import pymysql.cursors
+    except ImportError:
+        yield
+        return
+    saved = []
+    for name in ("execute", "executemany"):
+        orig = pymysql.cursors.Cursor.__dict__[name]
+        saved.append((pymysql.cursors.Cursor, name, orig))
+        setattr(pymysql.cursors.Cursor, name, _wrap_execute(orig))
+    for name in ("begin", "commit", "rollback"):
+        orig = pymysql.connections.Connection.__dict__[name]
+        saved.append((pymysql.connections.Connection, name, orig))
+        setattr(pymysql.connections.Connection, name, _wrap_txn(orig, name))
+    try:
+        yield
+    finally:
+        for cls, name, orig in reversed(saved):
+            setattr(cls, name, orig)

