@@ -88,36 +88,51 @@ def toki_certify(toki_server):
 
 @pytest.fixture
 def toki_certify_engine():
-    """``certify_engine(engine, scenario, *, budget=100, seed=0, expect="excludes")``.
+    """``certify_engine(engine, scenario, *, budget=100, seed=0, expect="excludes", fail_on_design=False)``.
 
     Runs ``scenario`` of ``engine`` (toki's name for it, a ``module:factory`` string, or an engine
-    object implementing :mod:`toki.harness.engine`) under the engine harness. With
-    ``expect="excludes"`` (default) the test fails when an anomaly is found, with the anomalies
-    and the minimal grant sequence in the message; with ``expect="admits"`` it fails when none is
-    found. An engine whose read-out is empty fails either way (a check told nothing cannot pass).
-    Returns the :class:`toki.harness.search.SearchResult`.
+    object implementing :mod:`toki.harness.engine`) under the engine harness, with the verdicts of
+    ``toki certify --engine``. With ``expect="excludes"`` (default) the test fails when an anomaly
+    is found, with the anomalies and the minimal grant sequence in the message; with
+    ``expect="admits"`` it fails when none is found. A by-design finding (a property serial orders
+    show too) is not an anomaly: it fails the test only with ``fail_on_design=True``, and is named
+    when an expected anomaly is missing. An unverifiable run (the engine did something the harness
+    did not control, or its read-out is empty) fails either way, with the reason; a plug-in whose
+    own method raises fails with one line naming the method. Returns the :class:`toki.harness.search.SearchResult`.
     """
     from toki.engines.registry import load_engine
+    from toki.harness.controller import Unverifiable
     from toki.harness.search import context_switches, search
-    from toki.harness.trial import TrialRunner
+    from toki.harness.trial import PluginError, TrialRunner
 
-    def run(engine, scenario, *, budget=100, seed=0, expect="excludes"):
+    def run(engine, scenario, *, budget=100, seed=0, expect="excludes", fail_on_design=False):
         if expect not in ("excludes", "admits"):
             raise ValueError(f"expect={expect!r}: use 'excludes' or 'admits'")
         if isinstance(engine, str):
             engine = load_engine(None, engine) if ":" in engine else load_engine(engine, None)
-        with TrialRunner(engine, scenario) as runner:
-            res = search(runner, budget=budget, seed=seed)
-            if runner.silent:
-                pytest.fail(f"{engine.name} {scenario}: the engine's state() is empty in every serial order; "
-                            "a check told nothing cannot pass", pytrace=False)
+        where = f"{engine.name} {scenario}"
+        try:
+            with TrialRunner(engine, scenario) as runner:
+                res = search(runner, budget=budget, seed=seed)
+                design = next((f for _, _, o in runner.serial_runs for f in runner.by_design(o)), None)
+                silent = runner.silent
+        except Unverifiable as e:
+            pytest.fail(f"{where} is unverifiable: {e}", pytrace=False)
+        except PluginError as e:
+            pytest.fail(f"{where}: {e}", pytrace=False)  # the message names the method and its fix
+        if silent:
+            pytest.fail(f"{where}: the engine's state() is empty in every serial order; a check told nothing "
+                        "cannot pass", pytrace=False)
         if expect == "excludes" and res.admits:
             f = res.found
-            pytest.fail(f"{engine.name} {scenario} admits: " + "; ".join(f.anomalies)
+            pytest.fail(f"{where} admits: " + "; ".join(f.anomalies)
                         + f"\nminimal interleaving ({context_switches(f.trace)} context switches), grants:\n"
                         + " ".join(f.trace.grants), pytrace=False)
+        if fail_on_design and design:
+            pytest.fail(f"{where}: by design (a serial order shows it): {design}", pytrace=False)
         if expect == "admits" and not res.admits:
-            pytest.fail(f"{engine.name} {scenario}: no anomaly in {res.tried} examples", pytrace=False)
+            pytest.fail(f"{where}: no anomaly in {res.tried} examples"
+                        + (f" (by design, which serial orders show too: {design})" if design else ""), pytrace=False)
         return res
 
     return run

@@ -17,11 +17,12 @@ def _toki(*argv):
 
 
 def test_engine_module_plugin_is_certified_and_its_fix_holds(tmp_path):
-    w = tmp_path / "w.json"
     rc, out, err = _toki("certify", "--engine-module", "tests.toy_engine:counter", "--budget", "30",
-                         "--witness", str(w), "--svg", str(tmp_path / "w.svg"))
+                         "--witness", str(tmp_path / "w.json"), "--svg", str(tmp_path / "w.svg"))
     assert rc == 1, out + err
-    assert "lost-update" in out and w.exists() and (tmp_path / "w.svg").exists()
+    w = tmp_path / "w.increment.json"  # one file per scenario, named for it, even when there is one
+    assert "lost-update" in out and w.exists() and (tmp_path / "w.increment.svg").exists()
+    assert f"witness {w} " in out and not (tmp_path / "w.json").exists()
     assert json.loads(w.read_text())["engine_module"] == "tests.toy_engine:counter"
     rc, out, err = _toki("certify", "--replay", str(w), "--times", "20")
     assert rc == 1 and "20 of 20" in out, out + err

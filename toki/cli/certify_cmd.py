@@ -28,19 +28,24 @@ from toki.errors import ConfigError
 def register(sub) -> None:
     p = sub.add_parser("certify", help="certify a memory engine's write path against its operator's isolation contract",
                        description=__doc__.split("\n\n")[1],
-                       epilog="exit status: 0 contract holds within the budget, 1 an anomaly (witness printed), "
-                              "2 bad input")
+                       epilog="exit status: 0 contract holds within the budget (an engine's by-design findings "
+                              "are notes unless --fail-on-design), 1 an anomaly (witness printed) or an unverifiable "
+                              "run, 2 bad input or a broken plug-in")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--adapter", metavar="MODULE:FACTORY",
                       help="a write path on toki's table, e.g. toki.properties.adapter:toki_lww or mypkg.memory:adapter")
     what.add_argument("--engine", metavar="NAME", help="an engine toki ships (see `toki engines list`), e.g. sodamem")
     what.add_argument("--engine-module", metavar="MODULE:FACTORY",
                       help="your own engine plug-in (see the README: open, scenarios, state)")
-    what.add_argument("--replay", metavar="WITNESS", help="re-execute an engine witness file; exit 1 when it reproduces")
+    what.add_argument("--replay", metavar="WITNESS", help="re-execute an engine witness file; exit 1 when a replayed "
+                      "run shows an anomaly or a by-design finding, 0 only when none does")
     p.add_argument("--level", help="(--adapter) level the write path runs at: RC, SI, SR (+cb), or rc/rr/sr")
     p.add_argument("--scenario", help="(--engine) one scenario, or 'all' (default: all)")
-    p.add_argument("--png", metavar="PATH", help="(--engine, --replay) draw the witness as a swimlane picture")
+    p.add_argument("--png", metavar="PATH", help="(--engine, --replay) draw the witness as a swimlane picture; with "
+                   "--engine one per scenario, PATH's name + .SCENARIO (w.png -> w.double-supersede.png)")
     p.add_argument("--svg", metavar="PATH", help="(--engine, --replay) the same picture as SVG")
+    p.add_argument("--fail-on-design", action="store_true",
+                   help="(--engine) exit 1 on a by-design finding too (a property serial orders show; default: a note)")
     p.add_argument("--cluster", metavar="ADDRESS", help="(--engine) certify the scenarios on a Dask cluster: a "
                    "scheduler address, or local:N worker processes (pip install 'toki[cluster]')")
     p.add_argument("--times", type=int, default=1, help="(--replay) how many times to re-execute (default 1)")
@@ -54,8 +59,8 @@ def register(sub) -> None:
     p.add_argument("--mode", default="audit_row", choices=("audit_row", "dual_row", "base"),
                    help="schema mode for TOKI's own write path")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
-    p.add_argument("--witness", metavar="PATH", help="write the witness (a schedule file for --adapter, a JSON witness "
-                   "for --engine) to PATH")
+    p.add_argument("--witness", metavar="PATH", help="write the witness: a schedule file for --adapter; for --engine a "
+                   "JSON witness per scenario, PATH's name + .SCENARIO (w.json -> w.double-supersede.json)")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH", help="print the verdict as JSON")
     add_dsn_option(p)
     p.set_defaults(func=run)

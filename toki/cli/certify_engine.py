@@ -3,9 +3,18 @@
 For each scenario of the engine: run every serial order, search interleavings with Hypothesis
 (``--budget`` examples, ``--seed``), shrink a found anomaly to the fewest context switches,
 replay the shrunk witness to confirm it, and write it (``--witness``), its picture
-(``--png``/``--svg``) and a JUnit report (``--junit``). Exit 0 when no scenario admits an
-anomaly within the budget, 1 when one does (or when the engine's read-out says nothing, which
-no check can pass), 2 on bad input.
+(``--png``/``--svg``) and a JUnit report (``--junit``).
+
+Verdicts: ``admits`` (an outcome no serial order produces), ``excludes`` (none within the
+budget), ``by-design`` (a property of the engine that serial orders show too: reported with its
+note), ``unverifiable`` (the run did something the harness did not control, or the engine's
+read-out says nothing: no check can pass on it). Exit 0 when every scenario excludes or is
+by-design (``--fail-on-design`` fails those too), 1 when one admits or is unverifiable, 2 on bad
+input or a plug-in whose own methods fail.
+
+A replay (``--replay``) exits 1 whenever a replayed run shows an anomaly or a by-design finding,
+whether or not it is the recorded outcome, and says where the outcome differs from the recorded
+one; 0 only when no run shows one.
 """
 
 from __future__ import annotations
@@ -17,12 +26,20 @@ from pathlib import Path
 from toki.render import emit_json, progress, table
 from toki.errors import ConfigError
 
+FAILING = ("admits", "unverifiable")
 
-def _per_scenario(path: str | None, scenario: str, many: bool) -> Path | None:
+
+def _per_scenario(path: str | None, scenario: str) -> Path | None:
+    """``w.json`` -> ``w.SCENARIO.json``, for one scenario as for many: the name does not change
+    with how many scenarios a run certifies."""
     if not path:
         return None
     p = Path(path)
-    return p.with_name(f"{p.stem}.{scenario}{p.suffix}") if many else p
+    return p.with_name(f"{p.stem}.{scenario}{p.suffix}")
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
 
 
 def _server_for(engine, dsn):
@@ -42,53 +59,63 @@ def _server_for(engine, dsn):
 
 
 def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: float, witness: str | None,
-                     png: str | None, svg: str | None, many: bool, bar=None) -> dict:
+                     png: str | None, svg: str | None, bar=None) -> dict:
     """One scenario: serial orders, search, shrink, witness and picture; the verdict row."""
-    from toki.harness.controller import ReplayChooser
+    from toki.harness.controller import ReplayChooser, Unverifiable
     from toki.harness.search import search
     from toki.harness.trial import TrialRunner
     from toki.harness.witness import Witness, digest
     from toki.runinfo import provenance
 
     opts = {"engine": engine.name, "scenario": name, "budget": budget, "seed": seed}
+    v = {"system": engine.name, "version": str(engine.version), "executed": getattr(engine, "executed", "real"),
+         "scenario": name, "budget": budget, "seed": seed, "trials": 0, "shrinks": 0, "serial_orders": 0,
+         "elapsed_s": 0.0, "anomalies": [], "by_design": [], "verdict": "excludes", "reason": None,
+         "witness": None, "replayed": None, "context_switches": None, "grants": None, "runs": None, "switches": []}
+    t0 = time.perf_counter()
+    w = None
     with TrialRunner(engine, name, step_limit_s=step_limit) as runner:
         task = bar.add_task(f"{engine.name} {name}", total=budget) if bar is not None else None
-        res = search(runner, budget=budget, seed=seed, on_trial=None if bar is None else
-                     (lambda tried, hit: bar.update(task, completed=min(tried, budget))))
-        v = {"system": engine.name, "version": str(engine.version), "executed": getattr(engine, "executed", "real"),
-             "scenario": name, "budget": budget, "seed": seed, "trials": res.tried, "shrinks": res.shrinks,
-             "serial_orders": res.serial_orders, "elapsed_s": round(res.elapsed_s, 3), "anomalies": [],
-             "verdict": "excludes", "witness": None, "replayed": None, "context_switches": None}
-        design = [(t, o, runner.by_design(o)) for _, t, o in runner.serial_runs]
-        design = [d for d in design if d[2]]
-        w = None
-        if runner.silent:
-            v["verdict"] = "unverifiable"
-            v["anomalies"] = ["the engine's read-out is empty in every serial order: a check told nothing "
-                              "cannot pass (make state() return what the engine stores)"]
-        elif design and res.found is None:  # admitted in a serial order: the design, not a race
-            trace, outcome, found = design[0]
-            w = Witness.from_serial(engine, name, trace, outcome, found, seed=seed, budget=budget)
-            v.update(verdict="admits", anomalies=[f"by design (in {len(design)} of {len(runner.serial_runs)} "
-                                                  f"serial orders): {f}" for f in found],
-                     context_switches=w.context_switches, replayed=True, grants=len(w.grants))
-        elif res.found is not None:
-            w = Witness.from_trial(engine, name, res.found, seed=seed, budget=budget,
-                                   provenance=provenance(seed=seed, options=opts))
-            again = runner.trial(ReplayChooser(w.grants))
-            by_design = [f"by design (in {len(design)} of {len(runner.serial_runs)} serial orders): {f}"
-                         for f in (design[0][2] if design else [])]
-            v.update(verdict="admits", anomalies=w.anomalies + by_design, context_switches=w.context_switches,
-                     replayed=digest(again.outcome.key) == w.outcome, grants=len(w.grants))
+        try:
+            res = search(runner, budget=budget, seed=seed, on_trial=None if bar is None else
+                         (lambda tried, hit: bar.update(task, completed=min(tried, budget))))
+            v.update(trials=res.tried, shrinks=res.shrinks, serial_orders=res.serial_orders)
+            design = [(t, o, runner.by_design(o)) for _, t, o in runner.serial_runs]
+            design = [d for d in design if d[2]]
+            v["by_design"] = [f"by design (in {len(design)} of {len(runner.serial_runs)} serial orders): {f}"
+                              for f in (design[0][2] if design else [])]
+            if runner.silent:
+                v.update(verdict="unverifiable", reason="the engine's read-out is empty in every serial order: a "
+                         "check told nothing cannot pass (make state() return what the engine stores)")
+            elif res.found is not None:
+                w = Witness.from_trial(engine, name, res.found, seed=seed, budget=budget,
+                                       provenance=provenance(seed=seed, options=opts))
+                again = runner.trial(ReplayChooser(w.grants))
+                v.update(verdict="admits", anomalies=list(w.anomalies), replayed=digest(again.outcome.key) == w.outcome)
+            elif design:  # shown by a serial order: the engine's design, not a race
+                trace, outcome, found = design[0]
+                w = Witness.from_serial(engine, name, trace, outcome, found, seed=seed, budget=budget)
+                again = runner.trial(ReplayChooser(w.grants))
+                v.update(verdict="by-design", replayed=digest(again.outcome.key) == w.outcome
+                         and bool(runner.by_design(again.outcome)))
+        except Unverifiable as e:
+            w = None
+            v.update(verdict="unverifiable", reason=_one_line(e))
+    if v["verdict"] == "unverifiable":
+        v["anomalies"] = [f"unverifiable: {v['reason']}"]
+    if w is not None:
+        v.update(context_switches=w.context_switches, grants=len(w.grants), runs=w.runs(), switches=w.switches())
+        if v["verdict"] == "admits":
             for fmt, path in (("png", png), ("svg", svg)):
-                ppath = _per_scenario(path, name, many)
+                ppath = _per_scenario(path, name)
                 if ppath:
                     from toki.harness.draw import draw
 
                     v[fmt] = str(draw(w, ppath))
-        wpath = _per_scenario(witness, name, many)
-        if w is not None and wpath:
+        wpath = _per_scenario(witness, name)
+        if wpath:
             v["witness"] = str(w.save(wpath))
+    v["elapsed_s"] = round(time.perf_counter() - t0, 3)
     return v
 
 
@@ -99,7 +126,52 @@ def _scenario_shard(name: str, spec: dict) -> dict:
     engine = load_engine(spec["engine"], spec["engine_module"])
     _server_for(engine, spec["dsn"])
     return certify_scenario(engine, name, budget=spec["budget"], seed=spec["seed"], step_limit=spec["step_limit"],
-                            witness=spec["witness"], png=spec["png"], svg=spec["svg"], many=spec["many"])
+                            witness=spec["witness"], png=spec["png"], svg=spec["svg"])
+
+
+def _fails(v: dict, fail_on_design: bool) -> bool:
+    return v["verdict"] in FAILING or (fail_on_design and v["verdict"] == "by-design")
+
+
+def _kinds(v: dict) -> str:
+    if v["verdict"] == "admits":
+        found = [a.split(":", 1)[0] for a in v["anomalies"]]
+    elif v["verdict"] == "by-design":
+        found = [a.split("): ", 1)[1].split(":", 1)[0] for a in v["by_design"]]
+    else:
+        found = []
+    return ", ".join(sorted(set(found))) or "-"
+
+
+def _short(text: str, limit: int = 100) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _explain(v: dict, out) -> None:
+    """What a person reads under the table: findings, the witness's grant order and its switches."""
+    sc = v["scenario"]
+    for a in v["anomalies"]:
+        out.write(f"{sc}: {a}\n")
+    for d in v["by_design"]:
+        gate = "" if v["verdict"] != "by-design" else " (not a race; --fail-on-design makes it fail the gate)"
+        out.write(f"{sc}: note: {d}{gate}\n")
+    if v["runs"] is None:
+        return
+    what = "minimal witness" if v["verdict"] == "admits" else "serial run"
+    out.write(f"{sc}: {what}, {v['grants']} grants, {v['context_switches']} context switches: {v['runs']}\n")
+    for i, sw in enumerate(v["switches"][:8], 1):
+        paused = sw["paused_before"]
+        then = (f"; {sw['from']} resumes at #{paused['seq']}: {_short(paused['call'], 70)}" if paused
+                else f"; {sw['from']} has finished")
+        out.write(f"  switch {i} at #{sw['seq']}, {sw['from']} → {sw['to']}: {_short(sw['call'])}{then}\n")
+    if len(v["switches"]) > 8:
+        out.write(f"  ... and {len(v['switches']) - 8} more switches (in the witness file)\n")
+    given = {"witness": "--witness", "png": "--png", "svg": "--svg"}
+    for k, opt in given.items():
+        if v.get(k):
+            replay = f"; replay: toki certify --replay {v[k]}" if k == "witness" else ""
+            out.write(f"{sc}: {k} {v[k]} ({opt} writes one file per scenario, NAME.SCENARIO.EXT{replay})\n")
 
 
 def run_engine(args, out) -> int:
@@ -116,7 +188,7 @@ def run_engine(args, out) -> int:
             raise ConfigError(f"engine {engine.name} has no scenario {n!r}",
                               fix="choose one of " + ", ".join(engine.scenarios) + " (see toki engines list)")
     _server_for(engine, args.dsn)
-    many = len(names) > 1
+    fail_on_design = getattr(args, "fail_on_design", False)
     t_all = time.perf_counter()
     cluster_info = None
     if getattr(args, "cluster", None):
@@ -124,7 +196,7 @@ def run_engine(args, out) -> int:
         from toki.cluster import Cluster
 
         spec = {"engine": args.engine, "engine_module": args.engine_module, "dsn": args.dsn, "budget": budget,
-                "seed": args.seed, "step_limit": args.step_limit, "many": many,
+                "seed": args.seed, "step_limit": args.step_limit,
                 "witness": str(Path(args.witness).resolve()) if args.witness else None,
                 "png": str(Path(args.png).resolve()) if args.png else None,
                 "svg": str(Path(args.svg).resolve()) if args.svg else None}
@@ -138,49 +210,48 @@ def run_engine(args, out) -> int:
             with progress() as bar:
                 verdicts.append(certify_scenario(engine, name, budget=budget, seed=args.seed,
                                                  step_limit=args.step_limit, witness=args.witness, png=args.png,
-                                                 svg=args.svg, many=many, bar=bar))
-    rows = []
-    for v in verdicts:
-        kinds = sorted({a.split(": ", 1)[1].split(":", 1)[0] if a.startswith("by design") else a.split(":", 1)[0]
-                        for a in v["anomalies"]}) or ["-"]
-        rows.append((v["scenario"], v["verdict"], ", ".join(kinds), f"{v['trials']} (+{v['shrinks']} shrinking)",
-                     "" if v["context_switches"] is None else f"{v['grants']} grants, {v['context_switches']} switches",
-                     "" if v["replayed"] is None else ("yes" if v["replayed"] else "NO")))
+                                                 svg=args.svg, bar=bar))
     elapsed = time.perf_counter() - t_all
     if args.junit:
-        _junit(verdicts, args.junit, elapsed)
-    failed = any(v["verdict"] != "excludes" for v in verdicts)
+        _junit(verdicts, args.junit, elapsed, fail_on_design)
+    failed = any(_fails(v, fail_on_design) for v in verdicts)
     if args.json is not None:
         doc = {"verdicts": verdicts, "provenance": provenance(seed=args.seed, options={
             "engine": engine.name, "engine_module": args.engine_module, "scenarios": names, "budget": budget,
-            "cluster": cluster_info}, elapsed_s=round(elapsed, 3))}
+            "fail_on_design": fail_on_design, "cluster": cluster_info}, elapsed_s=round(elapsed, 3))}
         emit_json(doc, out, None if args.json == "-" else args.json)
         if args.json == "-":
             return 1 if failed else 0
+    rows = [(v["scenario"], v["verdict"], _kinds(v), f"{v['trials']} (+{v['shrinks']} shrinking)",
+             "" if v["runs"] is None else f"{v['grants']} grants, {v['context_switches']} switches",
+             "" if v["replayed"] is None else ("yes" if v["replayed"] else "NO")) for v in verdicts]
     label = "model" if getattr(engine, "executed", "real") == "model" else "real"
     table(out, f"toki certify --engine {engine.name} {engine.version} ({label}), budget {budget}, seed {args.seed}",
-          ["scenario", "verdict", "anomaly", "examples", "minimal witness", "replays"], rows)
+          ["scenario", "verdict", "anomaly", "examples", "witness", "replays"], rows)
     for v in verdicts:
-        for a in v["anomalies"]:
-            out.write(f"{v['scenario']}: {a}\n")
-        if v.get("witness"):
-            out.write(f"{v['scenario']}: witness {v['witness']} (replay: toki certify --replay {v['witness']})\n")
+        _explain(v, out)
     return 1 if failed else 0
 
 
-def _junit(verdicts: list[dict], path: str, elapsed: float) -> None:
+def _junit(verdicts: list[dict], path: str, elapsed: float, fail_on_design: bool) -> None:
+    """JUnit XML: a failing verdict is a <failure>; a by-design note that does not fail is system-out.
+    A value the row does not have is left out (never written as "None")."""
     suite = ET.Element("testsuite", name="toki-certify-engine", tests=str(len(verdicts)),
-                       failures=str(sum(v["verdict"] != "excludes" for v in verdicts)), errors="0",
+                       failures=str(sum(_fails(v, fail_on_design) for v in verdicts)), errors="0",
                        time=f"{elapsed:.3f}")
     for v in verdicts:
         case = ET.SubElement(suite, "testcase", classname=f"toki.certify.{v['system']}", name=v["scenario"],
                              time=f"{v['elapsed_s']:.3f}")
         props = ET.SubElement(case, "properties")
-        for k in ("version", "executed", "budget", "seed", "trials", "verdict", "witness"):
-            ET.SubElement(props, "property", name=k, value=str(v.get(k)))
-        if v["verdict"] != "excludes":
-            fail = ET.SubElement(case, "failure", type=v["verdict"], message="; ".join(v["anomalies"])[:500])
-            fail.text = "\n".join(v["anomalies"])
+        for k in ("version", "executed", "budget", "seed", "trials", "verdict", "reason", "witness", "runs"):
+            if v.get(k) is not None:
+                ET.SubElement(props, "property", name=k, value=str(v[k]))
+        if _fails(v, fail_on_design):
+            lines = v["anomalies"] + v["by_design"]
+            fail = ET.SubElement(case, "failure", type=v["verdict"], message="; ".join(lines)[:500])
+            fail.text = "\n".join(lines)
+        elif v["by_design"]:
+            ET.SubElement(case, "system-out").text = "\n".join(v["by_design"])
     ET.indent(suite)
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -188,7 +259,7 @@ def _junit(verdicts: list[dict], path: str, elapsed: float) -> None:
 
 
 def run_replay(args, out) -> int:
-    from toki.harness.controller import ReplayChooser
+    from toki.harness.controller import ReplayChooser, Unverifiable
     from toki.engines.registry import load_engine
     from toki.harness.trial import TrialRunner
     from toki.harness.witness import Witness, digest
@@ -203,33 +274,43 @@ def run_replay(args, out) -> int:
     _server_for(engine, args.dsn)
     if str(engine.version) != w.version:
         out.write(f"note: the witness was recorded with {w.engine} {w.version}; this is {engine.version}\n")
-    same = anomalous = 0
-    last = None
+    out.write(f"replayed {w.engine} {w.scenario}: {len(w.grants)} grants, {w.context_switches} context switches: "
+              f"{w.runs()}\n")
+    runs = []  # (trial, by-design findings) per replay
     with TrialRunner(engine, w.scenario, step_limit_s=args.step_limit) as runner:
-        design: list[str] = []
-        for _ in range(args.times):
-            last = runner.trial(ReplayChooser(w.grants))
-            design = runner.by_design(last.outcome)
-            same += digest(last.outcome.key) == w.outcome
-            anomalous += (not last.serializable) or bool(design)
-    if args.png or args.svg:
-        from toki.harness.draw import draw
-
-        replayed = Witness.from_trial(engine, w.scenario, last, seed=w.seed, budget=w.budget)
-        for p in (args.png, args.svg):
-            if p:
-                draw(replayed, p)
-    out.write(f"replayed {w.engine} {w.scenario}: {len(w.grants)} grants, {w.context_switches} context switches\n")
-    out.write(f"reproduced the recorded outcome {same} of {args.times} times; it shows the anomaly {anomalous} of "
+        try:
+            for _ in range(args.times):
+                r = runner.trial(ReplayChooser(w.grants))
+                runs.append((r, runner.by_design(r.outcome)))
+        except Unverifiable as e:
+            # Fail closed: a replay the harness did not control cannot show the anomaly is gone.
+            out.write(f"unverifiable after {len(runs)} of {args.times} runs: {_one_line(e)}\n")
+            return 1
+    shows = [(r, d) for r, d in runs if not r.serializable or d]
+    same = sum(digest(r.outcome.key) == w.outcome for r, _ in runs)
+    out.write(f"it shows the anomaly {len(shows)} of {args.times} times; reproduced the recorded outcome {same} of "
               f"{args.times} times\n")
-    for a in (last.anomalies if last is not None else []):
+    r, design = shows[-1] if shows else runs[-1]
+    for a in r.anomalies:
         out.write(f"  {a}\n")
     for a in design:
         out.write(f"  by design (a serial order shows it): {a}\n")
-    if same == args.times:
-        return 1
-    if same:
+    if same < args.times:
+        differs = next(r for r, _ in runs if digest(r.outcome.key) != w.outcome)
+        out.write("the replayed outcome differs from the recorded one:\n")
+        for d in w.differences(differs.outcome):
+            out.write(f"  {d}\n")
+    if len({digest(r.outcome.key) for r, _ in runs}) > 1:
         out.write("warning: the replay is not deterministic (the outcome differs between runs)\n")
+    if args.png or args.svg:
+        from toki.harness.draw import draw
+
+        replayed = Witness.from_trial(engine, w.scenario, r, seed=w.seed, budget=w.budget)
+        for p in (args.png, args.svg):
+            if p:
+                draw(replayed, p)
+    if shows:
         return 1
-    out.write("the anomaly did NOT reproduce\n")
+    out.write("no replayed run shows an anomaly: the witness no longer reproduces (the engine, its version or toki "
+              "changed since it was recorded)\n")
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from toki.render import emit_json, table
 from toki.errors import TokiError
 
@@ -27,18 +29,26 @@ def run(args, out) -> int:
                 eng = load_engine(name)
             except TokiError as e:
                 entry.update(installed=False, error=str(e))
-                rows.append((name, "-", f"unavailable: {e}", "", info.description))
-                doc.append(entry)
-                continue
-            entry.update(version=str(eng.version), executed=getattr(eng, "executed", "real"),
-                         scenarios={k: s.description for k, s in eng.scenarios.items()})
+            else:
+                entry.update(version=str(eng.version), executed=getattr(eng, "executed", "real"),
+                             scenarios={k: s.description for k, s in eng.scenarios.items()})
         doc.append(entry)
-        rows.append((name, entry.get("executed", "-"), entry.get("version", "not installed (pip install "
-                                                                        "'toki[engines]')"),
-                     ", ".join(entry.get("scenarios", {})), info.description))
+        if "error" in entry:
+            status = f"unavailable: {entry['error']}"
+        elif not entry["installed"]:
+            status = "not installed (pip install 'toki[engines]')"
+        else:
+            status = entry["version"].split(" (")[0]  # a model's version cites its sources at length
+        rows.append((name, entry.get("executed", "-"), status, len(entry.get("scenarios", {})) or "-",
+                     info.description))
     if args.json is not None:
         emit_json(doc, out, None if args.json == "-" else args.json)
         return 0
     table(out, "engines (toki certify --engine NAME [--scenario S])",
           ["engine", "executed", "version", "scenarios", "what"], rows)
+    # The scenarios in full, outside the table: a table column would cut or fold their names.
+    for entry in doc:
+        if entry.get("scenarios"):
+            out.write(textwrap.fill(", ".join(entry["scenarios"]), width=118, initial_indent=f"{entry['name']}: ",
+                                    subsequent_indent="    ", break_long_words=False, break_on_hyphens=False) + "\n")
     return 0
