@@ -84,13 +84,39 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
 
         err.write("toki: error: " + " ".join(redact(e).split()) + "\n")
         return 2
-    except OSError as e:  # a path we cannot read or write (--json, --png, --junit, --out): bad input too
-        where = f" {e.filename}" if e.filename else ""
-        err.write(f"toki: error: cannot use{where}: {e.strerror or e} (check the path; outputs need a writable folder)\n")
+    except OSError as e:
+        if _on_a_given_path(args, e):  # a path we cannot read or write (--json, --png, --junit, --out): bad input too
+            err.write(f"toki: error: cannot use {e.filename}: {e.strerror or e} (check the path; outputs need a "
+                      "writable folder)\n")
+        else:  # not a path the user gave: do not send them looking for one
+            err.write(f"toki: error: {type(e).__name__}: {' '.join(str(e).split())} (raised by code toki ran, not on a "
+                      "path given on the command line; if an engine plug-in raised it, fix the plug-in)\n")
         return 2
     except KeyboardInterrupt:
         err.write("toki: interrupted\n")
         return 130
+
+
+def _on_a_given_path(args: argparse.Namespace, e: OSError) -> bool:
+    """Did ``e`` come from a path given on the command line: the path itself, a folder it goes in,
+    or a file under a folder given (an output directory)?"""
+    import os
+    from pathlib import Path
+
+    def paths(values):
+        for v in values:
+            if isinstance(v, str) and v and v != "-":
+                yield Path(os.path.abspath(v))
+            elif isinstance(v, (list, tuple)):
+                yield from paths(v)
+
+    given = list(paths(vars(args).values()))
+    for f in (e.filename, e.filename2):
+        if isinstance(f, (str, bytes, os.PathLike)):
+            f = Path(os.path.abspath(os.fsdecode(f)))
+            if any(f == g or f in g.parents or g in f.parents for g in given):
+                return True
+    return False
 
 
 def entry() -> None:  # pragma: no cover

@@ -68,20 +68,35 @@ def load_engine(name: str | None = None, module: str | None = None):
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as e:
+        dep = getattr(e, "name", None)
+        if dep and dep != mod_name and not mod_name.startswith(dep + "."):
+            raise ConfigError(f"engine module {mod_name!r} imports {dep!r}, which is not installed",
+                              fix=f"install the package that provides {dep} in this environment") from None
         raise ConfigError(f"cannot import engine module {mod_name!r}: {e}",
                           fix="check the module path and that it is importable (PYTHONPATH)") from None
+    except Exception as e:  # noqa: BLE001 - the module's own code failed while it was imported
+        raise ConfigError(f"engine module {mod_name!r} raised {type(e).__name__} while it was imported: "
+                          f"{str(e)[:200]}", fix=f"fix {mod_name} so that importing it succeeds "
+                          f"(python -c 'import {mod_name}' shows the traceback)") from None
     obj = mod
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise ConfigError(f"module {mod_name!r} has no attribute {attr!r}",
                               fix="name a factory function or class defined in that module")
         obj = getattr(obj, part)
-    engine = obj() if callable(obj) and not hasattr(obj, "scenarios") else obj
+    if callable(obj) and not hasattr(obj, "scenarios"):
+        try:
+            engine = obj()
+        except Exception as e:  # noqa: BLE001 - the plug-in's factory failed: name it, not a traceback
+            raise ConfigError(f"engine factory {spec!r} raised {type(e).__name__}: {str(e)[:200]}",
+                              fix=f"fix {attr}() in {mod_name} so that it returns the engine object") from None
+    else:
+        engine = obj
     missing = [a for a in ("name", "version", "scenarios", "open", "close", "state") if not hasattr(engine, a)]
     if missing:
         raise ConfigError(f"engine {spec!r} lacks {', '.join(missing)}",
-                          fix="see toki.harness.engine for the protocol (name, version, executed, scenarios, "
-                              "open, close, state)")
+                          fix=f"give what {attr} returns these members; see toki.harness.engine for the protocol "
+                              "(name, version, executed, scenarios, open, close, state)")
     if getattr(engine, "executed", "real") not in ("real", "model"):
         raise ConfigError(f"engine {spec!r} says executed={engine.executed!r}", fix="use 'real' or 'model'")
     engine._toki_spec = spec
