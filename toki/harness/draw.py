@@ -59,7 +59,8 @@ class Highlight:
     @property
     def label(self) -> str:
         if self.how == "conflict":
-            return "the anomaly's reads and writes (" + ", ".join(self.objects) + ")"
+            names = self.objects[:3] + (["…"] if len(self.objects) > 3 else [])
+            return "the anomaly's reads and writes (" + ", ".join(names) + ")"
         return "the calls at each context switch (no conflicting reads and writes found)"
 
 
@@ -165,22 +166,23 @@ def marked_steps(steps: list[StepRecord], findings: list[str] | tuple = ()) -> s
     return highlight(steps, findings).seqs
 
 
-def shorten(detail: str, limit: int) -> str:
+def shorten(detail: str, limit: int, head_min: int = 28) -> str:
     """A step's detail in at most ``limit`` characters, keeping its bound values: a statement's
-    ``VALUES (?, ...)`` placeholders go first, then the statement is cut, the values last."""
+    ``VALUES (?, ...)`` placeholders go first, then the statement is cut (down to ``head_min``
+    characters, which name the operation and its table), the values last."""
     head, sep, values = " ".join(detail.split()).partition(_VALUES)
     if sep:
         head = re.sub(r"\s*VALUES\s*\((?:\s*\?\s*,?)+\)", "", head, flags=re.I)
     text = head + sep + values
     if len(text) <= limit:
         return text
-    keep = min(len(values), max(limit // 2, limit - len(head) - len(sep))) if sep else 0
-    room = limit - keep - len(sep)
-    if room < 8:  # too narrow for both: the statement's start and as many values as fit
+    if not sep or limit - len(sep) < head_min + 8:  # no values, or no room for both
         return text[: limit - 1] + "…"
+    keep = min(len(values), limit - len(sep) - min(len(head), head_min))
+    room = limit - len(sep) - keep
     cut = head if len(head) <= room else head[: room - 1].rstrip() + "…"
     vals = values if len(values) <= keep else values[: keep - 1] + "…"
-    return cut + sep + vals if sep else cut
+    return cut + sep + vals
 
 
 def _columns(steps: list[StepRecord], marks: set[int], fold: int = 3):
@@ -210,13 +212,19 @@ def _columns(steps: list[StepRecord], marks: set[int], fold: int = 3):
 
 
 def _fit(fig) -> None:
-    """Shorten (or move) every text of ``fig`` that reaches past the figure's edge."""
+    """Shorten (or move) every text of ``fig`` that reaches past the figure's edge; a legend too
+    wide for the figure gets a smaller font."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     width = fig.bbox.width
-    texts = list(fig.texts) + [t for ax in fig.axes for t in ax.texts]
-    legend = fig.legends[0] if fig.legends else None
-    for t in texts + (list(legend.get_texts()) if legend else []):
+    for legend in fig.legends:
+        size = legend.get_texts()[0].get_fontsize() if legend.get_texts() else 0
+        while size > 4 and legend.get_window_extent(renderer).width > width - 4:
+            size -= 0.5
+            for t in legend.get_texts():
+                t.set_fontsize(size)
+            fig.canvas.draw()
+    for t in list(fig.texts) + [t for ax in fig.axes for t in ax.texts]:
         box = t.get_window_extent(renderer)
         if box.x0 >= 0 and box.x1 <= width:
             continue
@@ -301,7 +309,8 @@ def figure(witness, *, title: str | None = None):
                  f"agent {name}", ha="right", va="center", fontsize=9)
     for side in ("top", "right", "bottom", "left"):
         ax.spines[side].set_visible(False)
-    fig.text(0.1 / width, 1 - 0.15 / height, "\n".join(heading), ha="left", va="top", fontsize=9)
+    for i, line in enumerate(heading):  # one text per line: a line cut to fit never takes the next with it
+        fig.text(0.1 / width, 1 - (0.15 + 0.19 * i) / height, line, ha="left", va="top", fontsize=9)
     fig.text(0.5, (bottom_in - 0.1) / height, "storage calls in the order they were granted (runs of ordinary "
              "calls folded)", ha="center", va="top", fontsize=8)
     fig.legend(handles=[Patch(facecolor=_FAMILY[f], edgecolor="#333333", label=f) for f in
