@@ -76,6 +76,7 @@ def test_cli_certify_engine_witness_replay_and_picture(tmp_path):
     rc = main(["certify", "--engine", "sodamem", "--scenario", "double-supersede", "--budget", str(BUDGET),
                "--witness", str(w), "--png", str(png), "--junit", str(junit)], out=out)
     assert rc == 1, out.getvalue()
+    w, png = tmp_path / "w.double-supersede.json", tmp_path / "w.double-supersede.png"  # named per scenario
     assert "admits" in out.getvalue() and png.stat().st_size > 10000 and "<failure" in junit.read_text()
     doc = json.loads(w.read_text())
     assert doc["engine"] == "sodamem" and doc["executed"] == "real" and doc["version"] == "0.1.1"
