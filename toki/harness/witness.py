@@ -149,11 +149,14 @@ class Witness:
         if missing:
             raise ConfigError(f"witness {p} lacks {', '.join(missing)}", fix="re-create it with toki certify --witness")
         try:
+            parts = {k: d.get(k) for k in _PARTS}
+            for k, kind in (("errors", dict), ("completed", list), ("failed", dict)):
+                if parts[k] is not None and not isinstance(parts[k], kind):
+                    raise TypeError(f"{k} is not a {kind.__name__}")
             return cls(d["engine"], d.get("engine_module"), str(d.get("version", "")), d.get("executed", "real"),
                        d["scenario"], int(d.get("seed", 0)), int(d.get("budget", 0)), list(d["grants"]),
                        list(d.get("anomalies", [])), [StepRecord.from_json(s) for s in d.get("steps", [])],
-                       str(d.get("outcome", "")), d.get("state"), d.get("provenance", {}),
-                       **{k: d.get(k) for k in _PARTS})
+                       str(d.get("outcome", "")), d.get("state"), d.get("provenance", {}), **parts)
         except (TypeError, ValueError, AttributeError) as e:  # a field of the wrong shape (hand-edited, cut)
             raise ConfigError(f"witness {p} has a field of the wrong type ({type(e).__name__}: {str(e)[:80]})",
                               fix="re-create it with toki certify --witness") from None
