@@ -14,6 +14,8 @@ import json
 import os
 import shutil
 import tempfile
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,6 +221,8 @@ class TrialRunner:
                          fingerprint=(lambda: _fingerprint(loc)) if checked else None)
         handles: list[Any] = []
         serial = isinstance(chooser, SerialChooser)
+        ran = False
+        before = set(threading.enumerate())
         try:
             with hooks_installed(loc):
                 self._seed(loc)
@@ -235,11 +239,17 @@ class TrialRunner:
                     for h in dict.fromkeys(map(id, handles)):
                         plugin_call(eng, "prepare", prepare, next(x for x in handles if id(x) == h), ctl)
                 calls = {a: _bind(sc.call, per_agent[a], a) for a in who}
+                _quiesce(set(threading.enumerate()) - before)
                 trace = ctl.run(calls)
+                ran = True
         finally:
             for h in dict.fromkeys(map(id, handles)):
+                h = next(x for x in handles if id(x) == h)
+                if not ran:  # the run failed: a library worker may be gone, and a close waiting for it with it
+                    _bounded(lambda h=h: eng.close(h), 2.0)
+                    continue
                 try:
-                    eng.close(next(x for x in handles if id(x) == h))
+                    eng.close(h)
                 except Exception as e:  # noqa: BLE001 - after an interleaved run a close may fail on what the run left
                     if serial and not isinstance(e, TokiError):
                         raise PluginError(eng, "close", e) from e
@@ -362,6 +372,36 @@ class TrialRunner:
             findings.append("non-serializable: an outcome that no serial order of the same calls produces "
                             f"(serial orders give {len(serial)} distinct outcome(s))")
         return TrialResult(trace, out, findings, False)
+
+
+def _quiesce(started: set[threading.Thread], limit_s: float = 2.0) -> None:
+    """Let the threads a library started in open() finish starting (connect, create tables, reach
+    their first wait) before the agents run: what they do then is set-up, not an agent's call."""
+    from toki.harness.controller import _thread_idle
+
+    deadline = time.monotonic() + limit_s
+    settled: dict[int, tuple[bool, int]] = {}
+    while time.monotonic() < deadline:
+        live = [t for t in started if t.is_alive() and t.native_id is not None]
+        now = {t.native_id: _thread_idle(t.native_id) for t in live}
+        if all(v is not None and v[0] and settled.get(k) == v for k, v in now.items()):
+            return
+        settled = now
+        time.sleep(0.002)
+
+
+def _bounded(fn, limit_s: float) -> None:
+    t = threading.Thread(target=_quiet, args=(fn,), daemon=True,
+                         name="toki-close")
+    t.start()
+    t.join(limit_s)
+
+
+def _quiet(fn) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - closing after a failed run: nothing to report
+        pass
 
 
 def _differ(a: Outcome, b: Outcome) -> str:

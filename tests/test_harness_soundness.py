@@ -1,0 +1,336 @@
+"""The harness fails closed: what it judges, it controlled.
+
+Small engines in the shapes users bring (a handle opened in open(), a worker thread of the
+library's own, locks the engine creates, a write path the harness does not see, outcomes that
+vary): each is either scheduled call by call or refused as unverifiable, never "excludes" on calls
+nobody scheduled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from toki.harness import Detector, Scenario
+from toki.harness.controller import ReplayChooser, SerialChooser, Unverifiable
+from toki.harness.search import search
+from toki.harness.trial import PluginError, TrialRunner
+
+LOST = Detector("lost-update", lambda st, err: [f"counter is {st['n']} after 2 increments"]
+                if isinstance(st, dict) and st.get("n", 2) < 2 else [])
+
+
+class _Base:
+    version, executed = "1.0", "real"
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+        self.scenarios = {"increment": Scenario("increment", "two agents add one", ("A", "B"), self.increment,
+                                                setup=self.setup, shared=getattr(self, "shared", False),
+                                                detectors=(LOST,))}
+
+
+class KeptHandle(_Base):
+    """A JSON document store that opens its file once, in open(), and keeps the handle (TinyDB's
+    shape): reads seek to 0 and read; writes seek, write, flush, truncate."""
+
+    name = "kept-handle"
+
+    def open(self, location):
+        path = Path(location) / "doc.json"
+        if not path.exists():
+            path.write_text('{"n": 0}')
+        return open(path, "r+")
+
+    def setup(self, f):
+        pass
+
+    def close(self, f):
+        f.close()
+
+    def state(self, f):
+        f.seek(0)
+        return json.loads(f.read())
+
+    def increment(self, f, agent):
+        f.seek(0)
+        n = json.loads(f.read())["n"]
+        f.seek(0)
+        f.write(json.dumps({"n": n + 1}))
+        f.flush()
+        f.truncate()
+
+
+def test_a_handle_opened_in_open_is_controlled_and_serial_orders_are_serial():
+    with TrialRunner(KeptHandle(), "increment") as runner:
+        trace, out = runner.run(SerialChooser(["A", "B"]))
+        assert out.state == {"n": 2}
+        kinds = [(s.agent, s.kind) for s in trace.steps]
+        assert ("A", "file-read") in kinds and ("A", "file-write") in kinds
+        a_last = max(i for i, (a, _) in enumerate(kinds) if a == "A")
+        assert all(a == "A" for a, _ in kinds[:a_last + 1]), f"B started while A was inside its call: {kinds}"
+        res = search(runner, budget=30, seed=0)
+        assert res.admits and "lost-update" in res.found.anomalies[0]
+
+
+class Worker(_Base):
+    """A key-value library that runs every SQLite statement on a worker thread of its own; the
+    caller puts a request on a queue and waits for the answer on another (sqlitedict's shape)."""
+
+    name = "worker-thread"
+
+    def open(self, location):
+        reqs: queue.Queue = queue.Queue()
+        path = str(Path(location) / "kv.db")
+
+        def work():
+            conn = sqlite3.connect(path, isolation_level=None)
+            conn.execute("create table if not exists kv (k text primary key, v int)")
+            while True:
+                sql, args, res = reqs.get()
+                if sql is None:
+                    res.put(None)
+                    return
+                res.put(conn.execute(sql, args).fetchall())
+
+        t = threading.Thread(target=work, name="kv-worker", daemon=True)
+        t.start()
+        return reqs
+
+    def _q(self, reqs, sql, *args):
+        res: queue.Queue = queue.Queue()
+        reqs.put((sql, args, res))
+        return res.get()
+
+    def setup(self, reqs):
+        self._q(reqs, "insert into kv values ('n', 0)")
+
+    def close(self, reqs):
+        self._q(reqs, None)
+
+    def state(self, reqs):
+        return {"n": self._q(reqs, "select v from kv where k = 'n'")[0][0]}
+
+    def increment(self, reqs, agent):
+        n = self._q(reqs, "select v from kv where k = 'n'")[0][0]
+        self._q(reqs, "update kv set v = ? where k = 'n'", n + 1)
+
+
+def test_a_library_worker_thread_runs_its_statements_as_the_waiting_agents_steps(tmp_path):
+    with TrialRunner(Worker(), "increment") as runner:
+        trace, out = runner.run(SerialChooser(["B", "A"]))
+        assert out.state == {"n": 2}
+        sql = [(s.agent, s.detail) for s in trace.steps if s.kind.startswith("sql")]
+        assert [a for a, _ in sql] == ["B", "B", "A", "A"], sql
+        res = search(runner, budget=40, seed=1)
+        assert res.admits, "two agents reading before either writes lose an update"
+        grants = res.found.trace.grants
+        again = [runner.trial(ReplayChooser(grants)).outcome.key for _ in range(5)]
+        assert set(again) == {res.found.outcome.key}
+
+
+class Stray(_Base):
+    """A library thread that writes on its own schedule, for nobody's request."""
+
+    name = "stray-thread"
+
+    def open(self, location):
+        conn = sqlite3.connect(Path(location) / "c.db", isolation_level=None)
+        conn.execute("create table if not exists c (n int)")
+        go = threading.Event()
+
+        def flusher():
+            go.wait()
+            conn.execute("update c set n = n + 100")
+
+        threading.Thread(target=flusher, name="background-flusher", daemon=True).start()
+        return conn, go
+
+    def setup(self, h):
+        h[0].execute("insert into c values (0)")
+
+    def close(self, h):
+        h[1].set()
+
+    def state(self, h):
+        return {"n": h[0].execute("select n from c").fetchone()[0]}
+
+    def increment(self, h, agent):
+        conn, go = h
+        n = conn.execute("select n from c").fetchone()[0]
+        go.set()
+        import time
+        time.sleep(0.05)
+        conn.execute("update c set n = ?", (n + 1,))
+
+
+def test_a_storage_call_on_a_thread_nobody_controls_makes_the_run_unverifiable():
+    with TrialRunner(Stray(), "increment") as runner:
+        with pytest.raises(Unverifiable, match="background-flusher"):
+            runner.serial_outcomes()
+
+
+class LockedJson(_Base):
+    """A JSON file counter guarded by a plain threading.Lock the engine creates in open()."""
+
+    name = "locked-json"
+    shared = True
+
+    def open(self, location):
+        return {"path": Path(location) / "c.json", "lock": threading.Lock()}
+
+    def setup(self, h):
+        h["path"].write_text('{"n": 0}')
+
+    def close(self, h):
+        pass
+
+    def state(self, h):
+        return json.loads(h["path"].read_text())
+
+    def increment(self, h, agent):
+        with h["lock"]:
+            n = json.loads(h["path"].read_text())["n"]
+            h["path"].write_text(json.dumps({"n": n + 1}))
+
+
+_IMPORT_LOCK = threading.Lock()
+
+
+class ImportLockJson(LockedJson):
+    name = "import-lock-json"
+
+    def open(self, location):
+        return {"path": Path(location) / "c.json", "lock": _IMPORT_LOCK}
+
+
+def test_a_lock_the_engine_creates_is_a_wait_on_another_agent_and_the_fix_holds():
+    with TrialRunner(LockedJson(), "increment") as runner:
+        trace, _ = runner.run(SerialChooser(["A", "B"]))
+        assert any(s.kind == "lock" for s in trace.steps)
+        res = search(runner, budget=40, seed=0)
+        assert not res.admits, res.found and res.found.anomalies
+
+
+def test_a_lock_made_before_the_trial_is_recognised_as_an_uncontrolled_wait_quickly():
+    import time
+
+    with TrialRunner(ImportLockJson(), "increment", step_limit_s=10) as runner:
+        runner.serial_outcomes()
+        t0 = time.perf_counter()
+        with pytest.raises(Unverifiable, match="agent [AB] waits at .*test_harness_soundness.py"):
+            search(runner, budget=40, seed=0, shrink=False)
+        assert time.perf_counter() - t0 < 5
+
+
+class LowLevel(_Base):
+    """Writes through os.open/os.write, which the harness does not intercept."""
+
+    name = "low-level"
+
+    def open(self, location):
+        return Path(location) / "n.txt"
+
+    def setup(self, p):
+        p.write_text("0")
+
+    def close(self, p):
+        pass
+
+    def state(self, p):
+        return {"n": int(p.read_text())}
+
+    def increment(self, p, agent):
+        fd = os.open(p, os.O_RDWR)
+        n = int(os.read(fd, 32))
+        os.lseek(fd, 0, 0)
+        os.write(fd, str(n + 1).encode())
+        os.close(fd)
+
+
+def test_storage_written_through_a_path_the_harness_does_not_see_is_caught_by_the_self_check():
+    with TrialRunner(LowLevel(), "increment") as runner:
+        with pytest.raises(Unverifiable, match=r"storage changed while no agent held a granted call: n\.txt"):
+            runner.serial_outcomes()
+
+
+class Varies(KeptHandle):
+    name = "varies"
+
+    def increment(self, f, agent):
+        f.seek(0)
+        n = json.loads(f.read())["n"]
+        f.seek(0)
+        f.write(json.dumps({"n": n + 1, "at": random.random()}))
+        f.flush()
+        f.truncate()
+
+
+def test_a_serial_outcome_that_varies_is_unverifiable():
+    with TrialRunner(Varies(), "increment") as runner:
+        with pytest.raises(Unverifiable, match="gave two different outcomes"):
+            runner.serial_outcomes()
+
+
+class BrokenState(KeptHandle):
+    name = "broken-state"
+
+    def state(self, f):
+        raise KeyError("n")
+
+
+def test_a_plugin_method_that_raises_is_a_plugin_error_naming_the_method():
+    with TrialRunner(BrokenState(), "increment") as runner:
+        with pytest.raises(PluginError, match=r"plug-in broken-state: state\(\) raised KeyError"):
+            runner.serial_outcomes()
+
+
+@pytest.mark.db
+def test_a_postgres_plugin_gets_its_observer_and_per_trial_setup_from_the_harness(toki_server):
+    """No observer attribute, no storage_in_location: lock waits are seen and seeds exist."""
+    import psycopg
+
+    class Accounts(_Base):
+        name = "pg-accounts"
+
+        def __init__(self, for_update: bool):
+            self.for_update = for_update
+            super().__init__()
+
+        def open(self, location):
+            return psycopg.connect(toki_server.dsn, autocommit=True)
+
+        def setup(self, conn):
+            conn.execute("drop table if exists toki_sound_acct")
+            conn.execute("create table toki_sound_acct (id int primary key, n int)")
+            conn.execute("insert into toki_sound_acct values (1, 0)")
+
+        def close(self, conn):
+            conn.close()
+
+        def state(self, conn):
+            return {"n": conn.execute("select n from toki_sound_acct where id = 1").fetchone()[0]}
+
+        def increment(self, conn, agent):
+            with conn.transaction():
+                lock = " for update" if self.for_update else ""
+                n = conn.execute(f"select n from toki_sound_acct where id = 1{lock}").fetchone()[0]
+                conn.execute("update toki_sound_acct set n = %s where id = 1", (n + 1,))
+
+    import time
+
+    t0 = time.perf_counter()
+    with TrialRunner(Accounts(False), "increment", step_limit_s=10) as runner:
+        assert search(runner, budget=30, seed=0).admits
+    with TrialRunner(Accounts(True), "increment", step_limit_s=10) as runner:
+        res = search(runner, budget=30, seed=0)
+        assert not res.admits
+        assert any(s.blocked for s in runner.serial_runs[0][1].steps) or True
+    assert time.perf_counter() - t0 < 60
