@@ -44,18 +44,9 @@ def _one_line(e: BaseException) -> str:
 
 def _server_for(engine, dsn):
     """Point an engine that keeps its memory in a database server at ``--dsn`` (else the default)."""
-    if dsn and not hasattr(engine, "use_server"):
-        raise ConfigError(f"engine {engine.name} keeps its memory in its own storage, not at a --dsn",
-                          fix="drop --dsn for this engine")
-    if hasattr(engine, "use_server"):
-        from toki.backends.dsn import scheme_of
-        from toki.db.server import resolve
+    from toki.harness.engine import connect_database
 
-        schemes = getattr(engine, "dsn_schemes", ("postgresql",))
-        if dsn and scheme_of(dsn) not in schemes:
-            raise ConfigError(f"engine {engine.name} runs on {', '.join(schemes)}, not on {scheme_of(dsn)}",
-                              fix="pass a postgresql:// DSN, or none for the embedded PostgreSQL")
-        engine.use_server(resolve(dsn))
+    connect_database(engine, dsn)
 
 
 def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: float, witness: str | None,
@@ -143,11 +134,6 @@ def _kinds(v: dict) -> str:
     return ", ".join(sorted(set(found))) or "-"
 
 
-def _short(text: str, limit: int = 100) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _explain(v: dict, out) -> None:
     """What a person reads under the table: findings, the witness's grant order and its switches."""
     sc = v["scenario"]
@@ -160,11 +146,13 @@ def _explain(v: dict, out) -> None:
         return
     what = "minimal witness" if v["verdict"] == "admits" else "serial run"
     out.write(f"{sc}: {what}, {v['grants']} grants, {v['context_switches']} context switches: {v['runs']}\n")
+    from toki.harness.draw import shorten
+
     for i, sw in enumerate(v["switches"][:8], 1):
         paused = sw["paused_before"]
-        then = (f"; {sw['from']} resumes at #{paused['seq']}: {_short(paused['call'], 70)}" if paused
+        then = (f"; {sw['from']} resumes at #{paused['seq']}: {shorten(paused['call'], 90)}" if paused
                 else f"; {sw['from']} has finished")
-        out.write(f"  switch {i} at #{sw['seq']}, {sw['from']} → {sw['to']}: {_short(sw['call'])}{then}\n")
+        out.write(f"  switch {i} at #{sw['seq']}, {sw['from']} → {sw['to']}: {shorten(sw['call'], 90)}{then}\n")
     if len(v["switches"]) > 8:
         out.write(f"  ... and {len(v['switches']) - 8} more switches (in the witness file)\n")
     given = {"witness": "--witness", "png": "--png", "svg": "--svg"}
