@@ -254,6 +254,15 @@ def test_a_witness_of_an_older_toki_loads_and_says_what_it_does_not_record(tmp_p
     assert rc == 1 and "completed, failed, observed, which an older toki did not record" in out, out + err
 
 
+def test_a_replay_the_harness_cannot_verify_fails_closed(tmp_path):
+    path = _counter_witness(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["engine_module"] = SPEC + "drifting"  # the same calls, a read-out that changes every time
+    path.write_text(json.dumps(doc))
+    rc, out, err = _toki("certify", "--replay", str(path), "--times", "2")
+    assert rc == 1 and "unverifiable after 0 of 2 runs: the serial order" in out, out + err
+
+
 def test_a_replay_exits_0_only_when_no_run_shows_an_anomaly(tmp_path):
     from toki.harness.controller import SerialChooser
     from toki.harness.trial import TrialRunner
