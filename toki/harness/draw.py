@@ -161,9 +161,9 @@ def highlight(steps: list[StepRecord], findings: list[str] | tuple = (), failed:
     return Highlight(seqs, "switches", [])
 
 
-def marked_steps(steps: list[StepRecord], findings: list[str] | tuple = ()) -> set[int]:
-    """Seq numbers of the calls :func:`highlight` picks."""
-    return highlight(steps, findings).seqs
+def marked_steps(steps: list[StepRecord]) -> set[int]:
+    """Seq numbers of the calls :func:`highlight` picks from the steps alone."""
+    return highlight(steps).seqs
 
 
 def shorten(detail: str, limit: int, head_min: int = 28) -> str:
