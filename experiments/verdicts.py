@@ -166,10 +166,9 @@ def run(args, out) -> dict:
                              "paper": _paper(name, a), "reason": f"not runnable here: {e}"} for a in ANOMALIES)
                 bar.advance(task)
                 continue
-            if hasattr(engine, "use_server"):
-                from toki.db.server import resolve
+            from toki.harness.engine import connect_database
 
-                engine.use_server(resolve(getattr(args, "dsn", None)))
+            connect_database(engine, getattr(args, "dsn", None))
             extra = sorted({a for s in engine.scenarios.values() for a in getattr(s, "anomalies", ())} - set(ANOMALIES))
             for anomaly in ANOMALIES + tuple(extra):
                 t = time.perf_counter()

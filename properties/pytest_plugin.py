@@ -102,6 +102,7 @@ def toki_certify_engine():
     """
     from toki.engines.registry import load_engine
     from toki.harness.controller import Unverifiable
+    from toki.harness.engine import connect_database
     from toki.harness.search import context_switches, search
     from toki.harness.trial import PluginError, TrialRunner
 
@@ -110,6 +111,7 @@ def toki_certify_engine():
             raise ValueError(f"expect={expect!r}: use 'excludes' or 'admits'")
         if isinstance(engine, str):
             engine = load_engine(None, engine) if ":" in engine else load_engine(engine, None)
+        connect_database(engine, None)
         where = f"{engine.name} {scenario}"
         try:
             with TrialRunner(engine, scenario) as runner:

@@ -451,7 +451,11 @@ class Controller:
             agent.handoff_wait = True
             try:
                 while gate.owner is agent and self._failure is None:
-                    agent.idle_cv.wait()
+                    # a worker told to stop ends without asking for more work
+                    if gate.worker is not None and not gate.worker.is_alive():
+                        gate.owner = None
+                        break
+                    agent.idle_cv.wait(0.05)
             finally:
                 agent.handoff_wait = False
             if self._failure is not None and gate.owner is agent:

@@ -25,10 +25,13 @@ returns what no serial order would show is an anomaly too.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from toki.errors import TokiError
 
 
 @dataclass(frozen=True)
@@ -67,3 +70,64 @@ class Engine(Protocol):
     def open(self, location: Path) -> Any: ...
     def close(self, handle: Any) -> None: ...
     def state(self, handle: Any) -> Any: ...
+
+
+_FIXES = {
+    "open": "open(location) must open or create the engine's storage under location (a folder toki creates "
+            "empty for each run), or the database storage the plug-in uses",
+    "setup": "the scenario's setup(handle) seeds the store before the agents start, on a fresh store",
+    "state": "state(handle) must read the store back through the engine's API as JSON values (lists, dicts, "
+             "strings, numbers); it failed on a store that a serial run left",
+    "close": "close(handle) must release what open() took",
+    "prepare": "prepare(handle, controller) hands the engine instrumented locks; it is optional",
+    "discard": "discard(location) drops what a run left outside the folder; it is optional",
+    "use_dsn": "use_dsn(dsn) receives the database to run on (--dsn, $TOKI_DSN, else the embedded PostgreSQL); "
+               "check that the DSN's server answers",
+}
+
+
+class PluginError(TokiError):
+    """A plug-in's own method raised: not a finding about the engine, a plug-in that does not work."""
+
+    def __init__(self, engine, method: str, exc: BaseException):
+        self.method = method
+        where = getattr(engine, "name", type(engine).__name__)
+        super().__init__(f"plug-in {where}: {method}() raised {type(exc).__name__}: {str(exc)[:200]}",
+                         fix=_FIXES.get(method, "fix the plug-in"))
+
+
+def plugin_call(engine, method: str, fn, *args):
+    """Call one of the plug-in's methods; its exception becomes a :class:`PluginError`."""
+    try:
+        return fn(*args)
+    except TokiError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever the plug-in raised, named in one line
+        raise PluginError(engine, method, e) from e
+
+
+def connect_database(engine, dsn: str | None) -> None:
+    """Give a plug-in the database it runs on, before any trial: ``use_dsn(dsn)`` receives the
+    DSN of ``--dsn``, else ``$TOKI_DSN``, else toki's embedded PostgreSQL (so a database plug-in
+    needs no configuration). Engines toki ships take a resolved server through ``use_server``.
+    An engine with neither keeps its storage in the run's folder and takes no DSN."""
+    from toki.backends.dsn import scheme_of
+    from toki.db.server import resolve
+    from toki.errors import ConfigError
+
+    use_dsn, use_server = getattr(engine, "use_dsn", None), getattr(engine, "use_server", None)
+    if dsn and not callable(use_dsn) and not callable(use_server):
+        raise ConfigError(f"engine {engine.name} keeps its memory in its own storage, not at a --dsn",
+                          fix="drop --dsn for this engine, or give the plug-in a use_dsn(dsn) method")
+    schemes = getattr(engine, "dsn_schemes", ("postgresql",) if callable(use_server) else ("postgresql", "mysql"))
+    if dsn and scheme_of(dsn) not in schemes:
+        raise ConfigError(f"engine {engine.name} runs on {', '.join(schemes)}, not on {scheme_of(dsn)}",
+                          fix=f"pass a {schemes[0]}:// DSN, or none for the embedded PostgreSQL")
+    if callable(use_dsn):
+        url = dsn or os.environ.get("TOKI_DSN") or resolve(None).dsn
+        try:
+            use_dsn(url)
+        except Exception as e:  # noqa: BLE001 - the plug-in's own error, in one line
+            raise PluginError(engine, "use_dsn", e) from e
+    elif callable(use_server):
+        use_server(resolve(dsn))

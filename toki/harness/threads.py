@@ -53,6 +53,7 @@ class _Gate:
 
     def __init__(self, name: str):
         self.name, self.owner = name, None
+        self.worker: threading.Thread | None = None  # the thread doing the owner's item
 
     def available_to(self, who: str) -> bool:
         return self.owner is None or self.owner.name == who
@@ -82,6 +83,7 @@ def _start_acting(tag) -> None:
     if _ctl.running() is not ctl or gate.owner is not agent:
         return  # an item left from a finished run
     _local.acting = tag
+    gate.worker = threading.current_thread()
     _ctl._local.agent = (ctl, agent)
 
 
@@ -103,7 +105,7 @@ class _Handoff:
         gate = self._gate
 
         def hand_over():
-            gate.owner = agent
+            gate.owner, gate.worker = agent, None
             put((ctl, agent, gate), item)
         ctl.step("handoff", f"hand work to thread {self._worker_names()}", hand_over, lock=gate)
         ctl.await_handoff(agent, gate)

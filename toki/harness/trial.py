@@ -24,39 +24,7 @@ from toki.errors import ConfigError, TokiError
 from toki.harness import file_calls, mysql_calls, pg_calls, sqlite_calls, threads
 from toki.harness.controller import (STEP_LIMIT_S, Chooser, Controller, ReplayChooser, RunTrace, SerialChooser,
                                      Unverifiable)
-from toki.harness.engine import Engine, Scenario
-
-_FIXES = {
-    "open": "open(location) must open or create the engine's storage under location (a folder toki creates "
-            "empty for each run), or the database storage the plug-in uses",
-    "setup": "the scenario's setup(handle) seeds the store before the agents start, on a fresh store",
-    "state": "state(handle) must read the store back through the engine's API as JSON values (lists, dicts, "
-             "strings, numbers); it failed on a store that a serial run left",
-    "close": "close(handle) must release what open() took",
-    "prepare": "prepare(handle, controller) hands the engine instrumented locks; it is optional",
-    "discard": "discard(location) drops what a run left outside the folder; it is optional",
-}
-
-
-class PluginError(TokiError):
-    """A plug-in's own method raised: not a finding about the engine, a plug-in that does not work."""
-
-    def __init__(self, engine, method: str, exc: BaseException):
-        self.method = method
-        where = getattr(engine, "name", type(engine).__name__)
-        super().__init__(f"plug-in {where}: {method}() raised {type(exc).__name__}: {str(exc)[:200]}",
-                         fix=_FIXES.get(method, "fix the plug-in"))
-
-
-def plugin_call(engine, method: str, fn, *args):
-    """Call one of the plug-in's methods; its exception becomes a :class:`PluginError`."""
-    try:
-        return fn(*args)
-    except TokiError:
-        raise
-    except Exception as e:  # noqa: BLE001 - whatever the plug-in raised, named in one line
-        raise PluginError(engine, method, e) from e
-
+from toki.harness.engine import Engine, PluginError, Scenario, plugin_call
 
 def _fingerprint(root: Path) -> dict[str, tuple[int, int]]:
     """Every file under ``root`` with its size and modification time. SQLite's shared-memory
