@@ -12,7 +12,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from toki.engines import Detector, Scenario
+from toki.harness import Detector, Scenario
 
 
 class Counter:
