@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from _databases import mysql_dsn  # noqa: F401 - fixture
 from toki.harness import Detector, Scenario
 from toki.harness.controller import ReplayChooser, SerialChooser, Unverifiable
 from toki.harness.search import search
@@ -355,3 +356,68 @@ def test_the_worked_examples_in_the_docs_are_the_code_the_suite_runs():
     # the SQLite example is the README's and the docs' shortened toy counter: same calls as the tested one
     for line in ("conn.execute(\"update counter set n = ?\", (n + 1,))", "n = conn.execute(\"select n from counter\")"):
         assert line in blocks[0] and line in sources["toy"]
+
+
+@pytest.mark.mysql
+def test_a_mariadb_plugin_through_pymysql_gets_row_lock_waits_seen_with_no_configuration(mysql_dsn):
+    """PyMySQL is intercepted as a driver; InnoDB's lock waits are seen from an observer the
+    harness opens with the agent's own connection parameters: RC admits the lost update,
+    FOR UPDATE excludes it (the second SELECT waits on the row lock), and nothing hangs."""
+    import time
+
+    import pymysql
+
+    from toki.backends.mysql import parse_dsn
+    from toki.harness.engine import connect_database
+
+    params = parse_dsn(mysql_dsn)
+
+    class Accounts(_Base):
+        name = "mariadb-accounts"
+
+        def __init__(self, for_update: bool):
+            self.for_update = for_update
+            super().__init__()
+
+        def use_dsn(self, dsn):
+            self.dsn = dsn
+
+        def open(self, location):
+            return pymysql.connect(host=params["host"], port=params["port"], user=params["user"],
+                                   password=params.get("password") or "", database=params["database"],
+                                   autocommit=True)
+
+        def setup(self, conn):
+            with conn.cursor() as c:
+                c.execute("drop table if exists toki_sound_acct")
+                c.execute("create table toki_sound_acct (id int primary key, n int) engine=InnoDB")
+                c.execute("insert into toki_sound_acct values (1, 0)")
+
+        def close(self, conn):
+            conn.close()
+
+        def state(self, conn):
+            with conn.cursor() as c:
+                c.execute("select n from toki_sound_acct where id = 1")
+                return {"n": c.fetchone()[0]}
+
+        def increment(self, conn, agent):
+            with conn.cursor() as c:
+                c.execute("set session transaction isolation level read committed")
+                conn.begin()
+                c.execute("select n from toki_sound_acct where id = 1" + (" for update" if self.for_update else ""))
+                n = c.fetchone()[0]
+                c.execute("update toki_sound_acct set n = %s where id = 1", (n + 1,))
+                conn.commit()
+
+    t0 = time.perf_counter()
+    racy, fixed = Accounts(False), Accounts(True)
+    connect_database(racy, mysql_dsn)
+    with TrialRunner(racy, "increment", step_limit_s=10) as runner:
+        assert search(runner, budget=30, seed=0).admits
+    with TrialRunner(fixed, "increment", step_limit_s=10) as runner:
+        res = search(runner, budget=30, seed=0)
+        assert not res.admits
+        waited = [s for _, t, _ in runner.serial_runs for s in t.steps if s.blocked]
+        assert not waited  # serial orders never wait; the search's interleavings do
+    assert time.perf_counter() - t0 < 60
