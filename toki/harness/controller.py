@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import inspect
 import sys
 import threading
@@ -235,6 +236,16 @@ _local = threading.local()
 _running: "Controller | None" = None  # the run in progress in this process, if any
 
 
+def _gc_phase(phase: str, info: dict) -> None:
+    # The cyclic collector runs finalizers (a plug-in's weakref.finalize dropping its tables) on
+    # whatever thread allocates, possibly inside the controller with its mutex held: their storage
+    # calls are cleanup, run plainly, never steps.
+    _local.in_gc = phase == "start"
+
+
+gc.callbacks.append(_gc_phase)
+
+
 @contextlib.contextmanager
 def uncontrolled():
     """Storage calls made in this block are not steps, even on an agent's thread: for cleanup
@@ -256,6 +267,8 @@ def controlled(kind: str, detail: str, fn: Callable[[], Any], *, busy=None, db: 
                lock=None) -> Any:
     """Perform a storage call: a granted step on an agent's thread (or a worker working for one),
     refused on any other thread while a run is in progress, plain outside runs."""
+    if getattr(_local, "in_gc", False):
+        return fn()
     me = getattr(_local, "agent", None)
     if me is not None:
         return me[0].step(kind, detail, fn, busy=busy, db=db, lock=lock)
@@ -267,6 +280,8 @@ def controlled(kind: str, detail: str, fn: Callable[[], Any], *, busy=None, db: 
 
 async def controlled_async(kind: str, detail: str, fn: Callable[[], Any], *, busy=None,
                            db: DbSession | None = None) -> Any:
+    if getattr(_local, "in_gc", False):
+        return await fn()
     me = getattr(_local, "agent", None)
     if me is not None:
         return await me[0].step_async(kind, detail, fn, busy=busy, db=db)
@@ -350,9 +365,9 @@ class Controller:
              busy: Callable[[BaseException], bool] | None = None, db: DbSession | None = None) -> Any:
         """Wait for the grant, perform ``fn`` (the real call), and record it."""
         me = current_agent()
-        if me is None or me[0] is not self or me[1].in_step or self._finished:
-            # not an agent, a driver call made inside a step (one storage call, one step), or a
-            # call after the run ended (a thread's last cleanup): nobody would grant it
+        if me is None or me[0] is not self or me[1].in_step or self._finished or getattr(_local, "in_gc", False):
+            # not an agent, a driver call made inside a step (one storage call, one step), a call
+            # after the run ended (a thread's last cleanup) or a finalizer: nobody would grant it
             return fn()
         _, agent = me
         rec = StepRecord(-1, agent.name, kind, detail)
