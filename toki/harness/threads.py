@@ -11,7 +11,8 @@ drivers keep the real ones.
 - A queue is a :class:`WorkQueue`: the request-queue-worker shape (a library that runs its
   storage calls on a thread of its own, the caller putting a request on a queue and waiting for
   the answer). An agent's ``put`` on a queue a non-agent thread takes from is a step that hands
-  the work over; the worker's storage calls while it does that item are the agent's steps (it
+  the work over (a step where agents share the worker: the agent then waits for another agent's
+  item as for a lock); the worker's storage calls while it does that item are the agent's steps (it
   acts for the agent), and the agent's ``put`` returns once the worker is back in ``get``. So
   fire-and-forget requests run before the agent's next call: a FIFO worker runs them in that
   order anyway, and one agent's work never overlaps another's on one worker. A worker that makes
@@ -93,6 +94,7 @@ class _Handoff:
     def _setup(self, where: str) -> None:
         self._gate = _Gate(f"worker queue created at {where}")
         self._consumers: set[int] = set()
+        self._users: set[str] = set()  # agents that handed work to it
 
     def _agent_put(self, put, item) -> bool:
         """True when ``item`` was handed over as an agent's work (and done by now)."""
@@ -107,7 +109,14 @@ class _Handoff:
         def hand_over():
             gate.owner, gate.worker = agent, None
             put((ctl, agent, gate), item)
-        ctl.step("handoff", f"hand work to thread {self._worker_names()}", hand_over, lock=gate)
+        self._users.add(agent.name)
+        if len(self._users) == 1:
+            hand_over()  # the worker serves this agent alone: its storage calls are the steps
+        else:
+            # A worker shared by agents: another agent's request may be queued before this one (a
+            # decision), and while the worker does another agent's request this one waits for it,
+            # as for a lock.
+            ctl.step("handoff", f"hand work to thread {self._worker_names()}", hand_over, lock=gate)
         ctl.await_handoff(agent, gate)
         return True
 
