@@ -20,7 +20,7 @@ import pytest
 
 from _databases import mysql_dsn  # noqa: F401 - fixture
 from toki.harness import Detector, Scenario
-from toki.harness.controller import ReplayChooser, SerialChooser, Unverifiable
+from toki.harness.controller import ReplayChooser, SerialChooser, TapeChooser, Unverifiable
 from toki.harness.search import search
 from toki.harness.trial import PluginError, TrialRunner
 
@@ -436,3 +436,102 @@ def test_two_agents_on_one_library_worker_wait_for_each_others_requests_and_repl
         assert res.admits
         again = {runner.trial(ReplayChooser(res.found.trace.grants)).outcome.key for _ in range(5)}
         assert again == {res.found.outcome.key}
+
+
+class Handover(_Base):
+    """Two agents hand a counter's next value over through the engine's own Condition, Semaphore
+    and Event, created in open(): B waits for A's write. Waits between agents are steps: seen at
+    once, never a hang, never unverifiable."""
+
+    name = "handover"
+    shared = True
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        super().__init__()
+
+    def open(self, location):
+        return {"path": Path(location) / "c.json", "cond": threading.Condition(), "sem": threading.Semaphore(0),
+                "event": threading.Event(), "done": []}
+
+    def setup(self, h):
+        h["path"].write_text('{"n": 0}')
+
+    def close(self, h):
+        pass
+
+    def state(self, h):
+        return json.loads(h["path"].read_text())
+
+    def increment(self, h, agent):
+        if agent == "B":  # B goes second, whatever the schedule
+            if self.kind == "condition":
+                with h["cond"]:
+                    h["cond"].wait_for(lambda: h["done"])
+            elif self.kind == "semaphore":
+                h["sem"].acquire()
+            else:
+                h["event"].wait()
+        n = json.loads(h["path"].read_text())["n"]
+        h["path"].write_text(json.dumps({"n": n + 1}))
+        if agent == "A":
+            if self.kind == "condition":
+                with h["cond"]:
+                    h["done"].append(1)
+                    h["cond"].notify_all()
+            elif self.kind == "semaphore":
+                h["sem"].release()
+            else:
+                h["event"].set()
+
+
+@pytest.mark.parametrize("kind", ["condition", "semaphore", "event"])
+def test_conditions_semaphores_and_events_the_engine_creates_are_waits_on_another_agent(kind):
+    import time
+
+    engine = Handover(kind)
+    engine.scenarios["increment"] = Scenario("increment", "A then B, handed over", ("A", "B"), engine.increment,
+                                             setup=engine.setup, shared=True, detectors=(LOST,))
+    t0 = time.perf_counter()
+    with TrialRunner(engine, "increment", step_limit_s=5) as runner:
+        # (B then A is no serial order of this scenario: B would wait for A forever; so no search)
+        outcomes = set()
+        for seed in range(20):
+            rnd = random.Random(seed)
+            trace, out = runner.run(TapeChooser([rnd.randrange(16) for _ in range(40)], rate=1))
+            outcomes.add(json.dumps(out.state))
+            waits = [st for st in trace.steps if st.agent == "B" and st.kind in ("wait", "lock")]
+            assert waits, [(st.agent, st.kind) for st in trace.steps]
+        assert outcomes == {'{"n": 2}'}
+    assert time.perf_counter() - t0 < 10
+
+
+class TimedPoll(LockedJson):
+    """B polls an event nobody sets, with a timeout: time passes only when nothing else can
+    happen, so the poll neither hangs the run nor spins the scheduler."""
+
+    name = "timed-poll"
+
+    def open(self, location):
+        return {"path": Path(location) / "c.json", "lock": threading.Lock(), "event": threading.Event(), "polls": []}
+
+    def increment(self, h, agent):
+        if agent == "B":
+            h["polls"].append(h["event"].wait(timeout=5))
+        super().increment(h, agent)
+
+    def state(self, h):
+        return json.loads(h["path"].read_text())
+
+
+def test_a_timed_wait_times_out_only_when_no_agent_can_step():
+    import time
+
+    engine = TimedPoll()
+    t0 = time.perf_counter()
+    with TrialRunner(engine, "increment", step_limit_s=3) as runner:
+        trace, out = runner.run(TapeChooser([0] * 40))
+        assert out.state == {"n": 2}
+        waits = [s for s in trace.steps if s.kind == "wait"]
+        assert waits and waits[0].agent == "B"
+    assert time.perf_counter() - t0 < 2  # not the 5 s timeout, not the step limit

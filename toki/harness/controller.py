@@ -567,6 +567,11 @@ class Controller:
                     return
                 if any(a.state == "blocked-db" for a in live):
                     return  # the database will wake one of them (or break the deadlock)
+                timed = [a.name for a in live if a.state == "waiting" and a.want_lock is not None
+                         and getattr(a.want_lock, "timed", False) and a.want_lock.times_out(a.name)]
+                if timed:  # nothing else can happen: time passes, and a timed wait runs out
+                    self._grant(self._agents[self.chooser.victim(timed)])
+                    return
                 foreign = [a for a in live if a.want_lock is not None
                            and str(getattr(a.want_lock, "owner", "")).startswith("thread:")]
                 if foreign:

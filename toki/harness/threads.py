@@ -1,13 +1,15 @@
 """The threads, queues and locks an engine creates for itself, made visible to the controller.
 
 During a trial (``open()``, ``setup`` and the agents' calls) the names ``threading.Lock``,
-``threading.RLock``, ``queue.Queue`` and ``queue.SimpleQueue`` (and the same objects bound under
+``RLock``, ``Condition``, ``Semaphore``, ``BoundedSemaphore``, ``Event``, ``queue.Queue`` and
+``queue.SimpleQueue`` (and the same objects bound under
 any name in an engine's own modules, as ``from threading import Lock`` binds them) create
 instrumented objects when engine code calls them; the standard library, toki and the database
 drivers keep the real ones.
 
 - A lock is an :class:`~toki.harness.locks.InstrumentedLock`: acquiring it is a step, and an
-  agent waiting for another agent's lock is not eligible until it is released.
+  agent waiting for another agent's lock is not eligible until it is released; conditions,
+  semaphores and events likewise (:mod:`.sync`).
 - A queue is a :class:`WorkQueue`: the request-queue-worker shape (a library that runs its
   storage calls on a thread of its own, the caller putting a request on a queue and waiting for
   the answer). An agent's ``put`` on a queue a non-agent thread takes from is a step that hands
@@ -31,8 +33,11 @@ from typing import Any
 
 from toki.harness import controller as _ctl
 from toki.harness.locks import InstrumentedLock
+from toki.harness.sync import InstrumentedCondition, InstrumentedEvent, InstrumentedSemaphore
 
-_REAL = {"Lock": threading.Lock, "RLock": threading.RLock, "Queue": queue.Queue, "SimpleQueue": queue.SimpleQueue}
+_REAL = {"Lock": threading.Lock, "RLock": threading.RLock, "Condition": threading.Condition,
+         "Semaphore": threading.Semaphore, "BoundedSemaphore": threading.BoundedSemaphore, "Event": threading.Event,
+         "Queue": queue.Queue, "SimpleQueue": queue.SimpleQueue}
 
 # Packages whose locks and queues are infrastructure, not the engine's: their waits are either
 # the driver's own (a pool opening a connection) or outside any trial.
@@ -228,7 +233,7 @@ def _make_rlock(*args, **kwargs):
     return InstrumentedLock(f"RLock created at {where}", reentrant=True)
 
 
-class _QueueMeta(type):
+class _FactoryMeta(type):
     """``isinstance(x, queue.Queue)`` keeps working while the name is bound to the factory."""
 
     def __instancecheck__(cls, obj):
@@ -238,27 +243,35 @@ class _QueueMeta(type):
         return issubclass(sub, cls._real)
 
 
-class _QueueFactory(metaclass=_QueueMeta):
-    _real = _REAL["Queue"]
-
-    def __new__(cls, maxsize: int = 0):
+def _factory(which: str, make):
+    """A stand-in for the constructor ``which``: engine code gets ``make(where, *args)``, the
+    standard library and infrastructure the real object."""
+    def __new__(cls, *args, **kwargs):
         mod, where = _caller()
         if not _engine_code(mod):
-            return _REAL["Queue"](maxsize)
-        return WorkQueue(maxsize, where=where)
+            return _REAL[which](*args, **kwargs)
+        made = make(where, *args, **kwargs)
+        return made if made is not None else _REAL[which](*args, **kwargs)
+    return _FactoryMeta(which, (), {"_real": _REAL[which], "__new__": __new__})
 
 
-class _SimpleQueueFactory(metaclass=_QueueMeta):
-    _real = _REAL["SimpleQueue"]
-
-    def __new__(cls):
-        mod, where = _caller()
-        if not _engine_code(mod):
-            return _REAL["SimpleQueue"]()
-        return WorkSimpleQueue(where=where)
+def _condition(where, lock=None):
+    if lock is not None and not isinstance(lock, InstrumentedLock):
+        return None  # a real lock it was given: a wait on it is recognised, not scheduled
+    return InstrumentedCondition(f"Condition created at {where}", lock)
 
 
-_FACTORIES = {"Lock": _make_lock, "RLock": _make_rlock, "Queue": _QueueFactory, "SimpleQueue": _SimpleQueueFactory}
+_FACTORIES = {
+    "Lock": _make_lock, "RLock": _make_rlock,
+    "Condition": _factory("Condition", _condition),
+    "Semaphore": _factory("Semaphore", lambda where, value=1: InstrumentedSemaphore(
+        f"Semaphore created at {where}", value)),
+    "BoundedSemaphore": _factory("BoundedSemaphore", lambda where, value=1: InstrumentedSemaphore(
+        f"BoundedSemaphore created at {where}", value, bounded=True)),
+    "Event": _factory("Event", lambda where: InstrumentedEvent(f"Event created at {where}")),
+    "Queue": _factory("Queue", lambda where, maxsize=0: WorkQueue(maxsize, where=where)),
+    "SimpleQueue": _factory("SimpleQueue", lambda where: WorkSimpleQueue(where=where)),
+}
 _bindings: list[tuple[dict, str, str]] = []  # (module globals, name, which) in engine code
 _scanned = 0
 
@@ -288,7 +301,8 @@ def _scan() -> None:
 def installed():
     """Engine code creates instrumented locks and work queues while this is active."""
     _scan()
-    saved_mod = [(threading, "Lock"), (threading, "RLock"), (queue, "Queue"), (queue, "SimpleQueue")]
+    saved_mod = [(threading, n) for n in ("Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore", "Event")]
+    saved_mod += [(queue, "Queue"), (queue, "SimpleQueue")]
     for m, name in saved_mod:
         setattr(m, name, _FACTORIES[name])
     rebound = []
@@ -306,4 +320,5 @@ def installed():
 
 
 def instrumented(obj: Any) -> bool:
-    return isinstance(obj, (InstrumentedLock, WorkQueue, WorkSimpleQueue))
+    return isinstance(obj, (InstrumentedLock, InstrumentedCondition, InstrumentedSemaphore, InstrumentedEvent,
+                            WorkQueue, WorkSimpleQueue))
