@@ -6,7 +6,7 @@
    connection from a thread outside any run (the pass-through), and as a granted step inside a
    run (one agent: no switches; two agents alternating: a thread switch per step).
 2. SodaMem's own ``ingest`` of one utterance, bare and as one agent under the controller, per
-   intercepted call.
+   intercepted call; and as a self-checked serial run (the storage fingerprinted between steps).
 3. Interleavings per second for two-agent SodaMem scenarios (random tapes, fresh storage each
    trial, the state read back and compared with the serial outcomes).
 """
@@ -66,7 +66,7 @@ def sodamem_ingest(reps: int = 30) -> dict:
     eng = load_engine("sodamem")
     sc = eng.scenarios["double-supersede"]
     with TrialRunner(eng, sc) as tr:
-        bare, ctl, calls = [], [], []
+        bare, ctl, checked, calls = [], [], [], []
         for _ in range(reps):
             loc = Path(tempfile.mkdtemp(dir=tr.workdir))
             tr._seed(loc)  # noqa: SLF001 - the benchmark reuses the runner's seeding
@@ -75,12 +75,17 @@ def sodamem_ingest(reps: int = 30) -> dict:
             sc.call(h, "A")
             bare.append(time.perf_counter() - t)
             eng.close(h)
-            trace, _ = tr.run(SerialChooser(["A"]), agents=("A",))
+            # as in a search trial; a serial run (and a replay) also checks the storage between steps
+            trace, _ = tr.run(TapeChooser([0]), agents=("A",))
             ctl.append(trace.elapsed_s)
             calls.append(len(trace.steps) - 1)
-    b, c, n = statistics.median(bare), statistics.median(ctl), statistics.median(calls)
+            trace, _ = tr.run(SerialChooser(["A"]), agents=("A",))
+            checked.append(trace.elapsed_s)
+    b, c, k, n = statistics.median(bare), statistics.median(ctl), statistics.median(checked), statistics.median(calls)
     return {"intercepted calls per ingest": n, "bare ingest ms": round(b * 1e3, 2),
-            "controlled ingest ms": round(c * 1e3, 2), "harness cost per call us": round((c - b) / n * 1e6, 1)}
+            "controlled ingest ms": round(c * 1e3, 2), "harness cost per call us": round((c - b) / n * 1e6, 1),
+            "self-checked ingest ms (serial runs, replays)": round(k * 1e3, 2),
+            "self-check cost per call us": round((k - c) / n * 1e6, 1)}
 
 
 def interleavings(trials: int) -> dict:

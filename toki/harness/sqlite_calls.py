@@ -34,12 +34,30 @@ def sql_kind(sql: str) -> str:
     return "write"
 
 
+def _short(v) -> str:
+    if isinstance(v, str):
+        return repr(v) if len(v) <= 24 else repr(v[:20]) + "…"
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return f"<{len(v)} bytes>"
+    if v is None or isinstance(v, (int, float, bool)):
+        return repr(v)
+    return f"<{type(v).__name__}>"
+
+
 def with_params(text: str, params, limit: int = 60) -> str:
-    """A statement's description with its bound values, so that two writes can be told apart."""
-    if params is None or params == () or params == [] or params == {}:
+    """A statement's description with its bound values, so that two writes can be told apart.
+    Each value is cut before it is shown: engines bind kilobytes (embeddings, JSON) per row."""
+    if not params:
         return text
-    shown = repr(tuple(params) if isinstance(params, list) else params)
-    return f"{text} ← {shown if len(shown) <= limit else shown[:limit - 1] + '…'}"
+    values = list(params.values() if isinstance(params, dict) else params)
+    shown, size = [], 0
+    for v in values:
+        if size > limit:
+            shown.append("…")
+            break
+        shown.append(_short(v))
+        size += len(shown[-1]) + 2
+    return f"{text} ← ({', '.join(shown)})"
 
 
 def _step(kind: str, sql, fn, params=None):
