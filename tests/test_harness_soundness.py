@@ -535,3 +535,28 @@ def test_a_timed_wait_times_out_only_when_no_agent_can_step():
         waits = [s for s in trace.steps if s.kind == "wait"]
         assert waits and waits[0].agent == "B"
     assert time.perf_counter() - t0 < 2  # not the 5 s timeout, not the step limit
+
+
+class TornJson(LockedJson):
+    """Saved by open("w") then write: another agent can read the truncated, empty file."""
+
+    name = "torn-json"
+    shared = False
+
+    def open(self, location):
+        return {"path": Path(location) / "c.json"}
+
+    def increment(self, h, agent):
+        with open(h["path"]) as f:
+            n = json.loads(f.read())["n"]
+        with open(h["path"], "w") as f:
+            f.write(json.dumps({"n": n + 1}))
+
+
+def test_an_agents_failure_is_reported_next_to_the_detectors_findings():
+    with TrialRunner(TornJson(), "increment") as runner:
+        res = search(runner, budget=60, seed=0,
+                     want=lambda r: any(a.startswith("failed-call") for a in r.anomalies))
+        assert res.admits
+        kinds = [a.split(":", 1)[0] for a in res.found.anomalies]
+        assert "lost-update" in kinds and "failed-call" in kinds, res.found.anomalies

@@ -57,7 +57,7 @@ def with_params(text: str, params, limit: int = 60) -> str:
             break
         shown.append(_short(v))
         size += len(shown[-1]) + 2
-    return f"{text} ← ({', '.join(shown)})"
+    return f"{text} ← ({', '.join(shown)}{',' if len(shown) == 1 else ''})"
 
 
 def _step(kind: str, sql, fn, params=None):

@@ -333,9 +333,11 @@ class TrialRunner:
                 continue
             msgs = d.check(out.state, out.errors, out.observed or {}) if d.observes else d.check(out.state, out.errors)
             findings.extend(f"{d.anomaly}: {msg}" for msg in msgs)
-        if not findings and out.failed:
-            findings.extend(f"failed-call: agent {a} failed with {e}, which no serial order of the same calls does "
-                            "(not a clean abort)" for a, e in out.failed.items())
+        # An agent's failure stays visible next to what the detectors name: it may be the anomaly's
+        # cause (a torn file read), or a second finding.
+        findings.extend(f"failed-call: agent {a} failed with {e}, which no serial order of the same calls does "
+                        "(not a clean abort)" for a, e in out.failed.items()
+                        if not any(f"agent {a} failed" in f for f in findings))
         if not findings:
             findings.append("non-serializable: an outcome that no serial order of the same calls produces "
                             f"(serial orders give {len(serial)} distinct outcome(s))")
