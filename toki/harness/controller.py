@@ -370,31 +370,16 @@ class Controller:
             # after the run ended (a thread's last cleanup) or a finalizer: nobody would grant it
             return fn()
         _, agent = me
-        rec = StepRecord(-1, agent.name, kind, detail)
-        with self._mutex:
-            self._saw(db)
-            agent.pending, agent.want_lock = rec, lock
-            self._stop_and_wait(agent)
+        rec = self._await_grant(agent, kind, detail, db, lock)
         while True:
-            agent.db = db
-            agent.in_step = True
-            if db is not None:
-                with self._mutex:  # wake the watcher: this statement may wait on a lock
-                    self._cv.notify()
+            self._calling(agent, db)
             try:
                 result = fn()
             except BaseException as e:
-                agent.in_step = False
-                if busy is not None and busy(e):
-                    if self._busy(agent, rec, e):
-                        raise
+                if self._retry(agent, rec, e, busy):
                     continue
-                rec.status, rec.error = "error", f"{type(e).__name__}: {e}"
-                self._completed(agent, rec)
                 raise
-            agent.in_step = False
-            rec.status = "ok"
-            self._completed(agent, rec)
+            self._returned(agent, rec)
             return result
 
     async def step_async(self, kind: str, detail: str, fn: Callable[[], Any], *,
@@ -405,35 +390,51 @@ class Controller:
         so waiting for the grant blocks only that agent's loop.
         """
         me = current_agent()
-        if me is None or me[0] is not self or me[1].in_step:
+        if me is None or me[0] is not self or me[1].in_step or getattr(_local, "in_gc", False):
             return await fn()
         _, agent = me
-        rec = StepRecord(-1, agent.name, kind, detail)
-        with self._mutex:
-            self._saw(db)
-            agent.pending, agent.want_lock = rec, None
-            self._stop_and_wait(agent)
+        rec = self._await_grant(agent, kind, detail, db, None)
         while True:
-            agent.db = db
-            agent.in_step = True
-            if db is not None:
-                with self._mutex:
-                    self._cv.notify()
+            self._calling(agent, db)
             try:
                 result = await fn()
             except BaseException as e:
-                agent.in_step = False
-                if busy is not None and busy(e):
-                    if self._busy(agent, rec, e):
-                        raise
+                if self._retry(agent, rec, e, busy):
                     continue
-                rec.status, rec.error = "error", f"{type(e).__name__}: {e}"
-                self._completed(agent, rec)
                 raise
-            agent.in_step = False
-            rec.status = "ok"
-            self._completed(agent, rec)
+            self._returned(agent, rec)
             return result
+
+    # -- the parts of a step that step and step_async share ------------------------------------
+    def _await_grant(self, agent: _Agent, kind: str, detail: str, db: DbSession | None, lock) -> StepRecord:
+        rec = StepRecord(-1, agent.name, kind, detail)
+        with self._mutex:
+            self._saw(db)
+            agent.pending, agent.want_lock = rec, lock
+            self._stop_and_wait(agent)
+        return rec
+
+    def _calling(self, agent: _Agent, db: DbSession | None) -> None:
+        agent.db = db
+        agent.in_step = True
+        if db is not None:
+            with self._mutex:  # wake the watcher: this statement may wait on a lock
+                self._cv.notify()
+
+    def _retry(self, agent: _Agent, rec: StepRecord, e: BaseException, busy) -> bool:
+        """The call raised: True when it was answered busy and is to be re-issued; else the
+        failure is recorded (or delivered, as a busy timeout would) and the caller re-raises."""
+        agent.in_step = False
+        if busy is not None and busy(e):
+            return not self._busy(agent, rec, e)
+        rec.status, rec.error = "error", f"{type(e).__name__}: {e}"
+        self._completed(agent, rec)
+        return False
+
+    def _returned(self, agent: _Agent, rec: StepRecord) -> None:
+        agent.in_step = False
+        rec.status = "ok"
+        self._completed(agent, rec)
 
     def agent_idents(self) -> set[int]:
         return {a.thread.ident for a in self._agents.values() if a.thread is not None}
