@@ -355,6 +355,14 @@ class Controller:
         self._progress = 0  # storage calls that completed (ok or failed); SQLITE_BUSY answers do not count
         self.db_sessions: dict[str, set[int]] = {}  # kind -> sessions of every connection the agents used
         self._where: dict[str, Any] = {}  # kind -> how to reach that server (for the observer)
+        bind = getattr(chooser, "bind", None)
+        if callable(bind):  # a chooser that looks at what each agent is about to do (exploration)
+            bind(self)
+
+    def pending_step(self, agent: str) -> StepRecord | None:
+        """The call ``agent`` waits to make (None once it finished)."""
+        a = self._agents.get(agent)
+        return a.pending if a is not None and a.state != "done" else None
 
     @property
     def pg_pids(self) -> set[int]:
