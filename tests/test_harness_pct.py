@@ -1,0 +1,46 @@
+"""PCT schedules: the bound it states, and that it finds and clears what random search does."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from toki.engines.registry import load_engine
+from toki.harness.pct import PCTChooser, bound, pct_search
+from toki.harness.trial import TrialRunner
+from toki.errors import ConfigError
+
+
+def test_the_bound_is_pcts_one_over_n_k_to_the_d_minus_one():
+    assert bound(2, 10, 1) == 0.5
+    assert bound(2, 10, 2) == pytest.approx(1 / 20)
+    assert bound(3, 10, 3) == pytest.approx(1 / 300)
+
+
+def test_a_pct_schedule_runs_the_highest_priority_agent_and_lowers_it_at_a_change_point():
+    c = PCTChooser(["A", "B"], steps=4, depth=2, rng=random.Random(1))
+    first = max(c.priority, key=c.priority.get)
+    k = next(iter(c.changes))
+    picks = [c.choose(["A", "B"], first) for _ in range(4)]
+    assert picks[:k - 1] == [first] * (k - 1)
+    assert picks[k - 1] != first  # lowered below every initial priority at its change point
+
+
+def test_pct_finds_the_lost_update_and_clears_the_fix_with_its_bound_stated():
+    racy = load_engine(None, "tests.toy_engine:counter")
+    with TrialRunner(racy, "increment") as runner:
+        res = pct_search(runner, depth=2, runs=60, seed=0)
+        assert res.found is not None and "lost-update" in res.found.anomalies[0]
+    fixed = load_engine(None, "tests.toy_engine:counter_locked")
+    with TrialRunner(fixed, "increment") as runner:
+        res = pct_search(runner, depth=2, runs=30, seed=0)
+        assert res.found is None and res.runs == 30
+        assert res.miss == pytest.approx((1 - bound(2, res.steps, 2)) ** 30)
+        assert "all 30 runs miss it with probability <=" in res.guarantee()
+
+
+def test_a_depth_below_one_is_refused():
+    with TrialRunner(load_engine(None, "tests.toy_engine:counter"), "increment") as runner:
+        with pytest.raises(ConfigError, match="depth must be at least 1"):
+            pct_search(runner, depth=0, runs=1)
