@@ -44,3 +44,19 @@ def test_a_depth_below_one_is_refused():
     with TrialRunner(load_engine(None, "tests.toy_engine:counter"), "increment") as runner:
         with pytest.raises(ConfigError, match="depth must be at least 1"):
             pct_search(runner, depth=0, runs=1)
+
+
+def test_every_verdict_says_what_its_search_rests_on(capsys):
+    import json
+
+    from toki.cli import main
+
+    for argv, mode, bound in ((["--budget", "20"], "random", None), (["--pct", "2", "--budget", "20"], "pct", 2)):
+        rc = main(["certify", "--engine-module", "tests.toy_engine:counter_locked", *argv, "--json", "-"])
+        doc = json.loads(capsys.readouterr().out)
+        (v,) = doc["verdicts"]
+        assert rc == 0 and v["verdict"] == "excludes"
+        assert v["search"]["mode"] == mode and v["search"]["bound"] == bound and v["search"]["explored"] == 20
+        assert v["search"]["complete"] is False and v["search"]["guarantee"]
+    rc = main(["certify", "--engine-module", "tests.toy_engine:counter", "--pct", "1", "--exhaustive", "1"])
+    assert rc == 2 and "two ways to search" in capsys.readouterr().err

@@ -56,6 +56,11 @@ def register(sub) -> None:
     p.add_argument("--budget", type=int, default=None,
                    help="examples to try (default: the Hypothesis profile's, ci 25, dev 60, paper 2000)")
     p.add_argument("--seed", type=int, default=0, help="search seed (recorded in the output)")
+    p.add_argument("--exhaustive", type=int, metavar="K", default=None,
+                   help="(--engine) every interleaving with at most K preemptions, equivalent ones pruned: a "
+                        "bounded certificate (K=0 is the serial orders); --budget caps the interleavings run")
+    p.add_argument("--pct", type=int, metavar="D", default=None,
+                   help="(--engine) PCT schedules for races of depth D (--budget runs), with PCT's probability bound")
     p.add_argument("--mode", default="audit_row", choices=("audit_row", "dual_row", "base"),
                    help="schema mode for TOKI's own write path")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")

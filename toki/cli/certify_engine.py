@@ -49,11 +49,52 @@ def _server_for(engine, dsn):
     connect_database(engine, dsn)
 
 
+def _search(runner, *, mode: str, bound: int | None, budget: int, seed: int, on_trial) -> tuple:
+    """Run the chosen search; (found trial or None, examples tried, shrinks, the verdict's "search" object)."""
+    if mode == "exhaustive":
+        from toki.harness.explore import explore
+
+        # Iterative context bounding (CHESS): K = 0, 1, ... so that a race is found with the fewest
+        # preemptions, and a bound with no anomaly is covered completely before the next.
+        explored = pruned = 0
+        res = None
+        for k in range(bound + 1):
+            res = explore(runner, bound=k, max_runs=None if budget is None else max(1, budget - explored),
+                          on_run=on_trial)
+            explored, pruned = explored + res.explored, pruned + res.pruned
+            if res.found is not None or not res.complete:
+                break
+        if res.found is not None:
+            guarantee = f"an anomaly with at most {k} preemption(s), after {explored} interleavings"
+        elif res.complete:
+            guarantee = (f"no anomaly in any interleaving with at most {bound} preemption(s): {explored} explored, "
+                         f"{pruned} pruned as equivalent")
+        else:
+            guarantee = (f"incomplete: cut short by --budget after {explored} interleavings at {k} preemption(s); "
+                         "no guarantee beyond them")
+        return res.found, explored, 0, {"mode": "exhaustive", "bound": bound, "explored": explored, "pruned": pruned,
+                                        "complete": res.found is None and res.complete, "guarantee": guarantee}
+    if mode == "pct":
+        from toki.harness.pct import pct_search
+
+        res = pct_search(runner, depth=bound, runs=budget, seed=seed, on_run=on_trial)
+        return res.found, res.runs, 0, {"mode": "pct", "bound": bound, "explored": res.runs, "pruned": 0,
+                                        "complete": False, "guarantee": res.guarantee()}
+    from toki.harness.search import search
+
+    res = search(runner, budget=budget, seed=seed, on_trial=on_trial)
+    guarantee = (f"an anomaly found in random interleaving {res.tried}" if res.found is not None else
+                 f"no anomaly in {res.tried} random interleavings (Hypothesis grant tapes at four switching rates): "
+                 "a sample, not a bound")
+    return res.found, res.tried, res.shrinks, {"mode": "random", "bound": None, "explored": res.tried, "pruned": 0,
+                                               "complete": False, "guarantee": guarantee}
+
+
 def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: float, witness: str | None,
-                     png: str | None, svg: str | None, bar=None) -> dict:
+                     png: str | None, svg: str | None, bar=None, mode: str = "random",
+                     bound: int | None = None) -> dict:
     """One scenario: serial orders, search, shrink, witness and picture; the verdict row."""
     from toki.harness.controller import ReplayChooser, Unverifiable
-    from toki.harness.search import search
     from toki.harness.trial import TrialRunner
     from toki.harness.witness import Witness, digest
     from toki.runinfo import provenance
@@ -62,15 +103,19 @@ def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: f
     v = {"system": engine.name, "version": str(engine.version), "executed": getattr(engine, "executed", "real"),
          "scenario": name, "budget": budget, "seed": seed, "trials": 0, "shrinks": 0, "serial_orders": 0,
          "elapsed_s": 0.0, "anomalies": [], "by_design": [], "verdict": "excludes", "reason": None,
-         "witness": None, "replayed": None, "context_switches": None, "grants": None, "runs": None, "switches": []}
+         "witness": None, "replayed": None, "context_switches": None, "grants": None, "runs": None, "switches": [],
+         "search": {"mode": mode, "bound": bound, "explored": 0, "pruned": 0, "complete": False, "guarantee": None}}
     t0 = time.perf_counter()
     w = None
     with TrialRunner(engine, name, step_limit_s=step_limit) as runner:
-        task = bar.add_task(f"{engine.name} {name}", total=budget) if bar is not None else None
+        total = budget if budget is not None else None
+        task = bar.add_task(f"{engine.name} {name}", total=total) if bar is not None else None
         try:
-            res = search(runner, budget=budget, seed=seed, on_trial=None if bar is None else
-                         (lambda tried, hit: bar.update(task, completed=min(tried, budget))))
-            v.update(trials=res.tried, shrinks=res.shrinks, serial_orders=res.serial_orders)
+            found, tried, shrinks, how = _search(
+                runner, mode=mode, bound=bound, budget=budget, seed=seed,
+                on_trial=None if bar is None else (lambda n, hit: bar.update(task, completed=n)))
+            v.update(trials=tried, shrinks=shrinks, search=how,
+                     serial_orders=sum(len(o) for o in runner.serial_outcomes().values()))
             design = [(t, o, runner.by_design(o)) for _, t, o in runner.serial_runs]
             design = [d for d in design if d[2]]
             v["by_design"] = [f"by design (in {len(design)} of {len(runner.serial_runs)} serial orders): {f}"
@@ -78,14 +123,14 @@ def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: f
             if runner.silent:
                 v.update(verdict="unverifiable", reason="the engine's read-out is empty in every serial order: a "
                          "check told nothing cannot pass (make state() return what the engine stores)")
-            elif res.found is not None:
-                w = Witness.from_trial(engine, name, res.found, seed=seed, budget=budget,
+            elif found is not None:
+                w = Witness.from_trial(engine, name, found, seed=seed, budget=budget or 0,
                                        provenance=provenance(seed=seed, options=opts))
                 again = runner.trial(ReplayChooser(w.grants))
                 v.update(verdict="admits", anomalies=list(w.anomalies), replayed=digest(again.outcome.key) == w.outcome)
             elif design:  # shown by a serial order: the engine's design, not a race
                 trace, outcome, found = design[0]
-                w = Witness.from_serial(engine, name, trace, outcome, found, seed=seed, budget=budget)
+                w = Witness.from_serial(engine, name, trace, outcome, found, seed=seed, budget=budget or 0)
                 again = runner.trial(ReplayChooser(w.grants))
                 v.update(verdict="by-design", replayed=digest(again.outcome.key) == w.outcome
                          and bool(runner.by_design(again.outcome)))
@@ -117,7 +162,8 @@ def _scenario_shard(name: str, spec: dict) -> dict:
     engine = load_engine(spec["engine"], spec["engine_module"])
     _server_for(engine, spec["dsn"])
     return certify_scenario(engine, name, budget=spec["budget"], seed=spec["seed"], step_limit=spec["step_limit"],
-                            witness=spec["witness"], png=spec["png"], svg=spec["svg"])
+                            witness=spec["witness"], png=spec["png"], svg=spec["svg"], mode=spec.get("mode", "random"),
+                            bound=spec.get("bound"))
 
 
 def _fails(v: dict, fail_on_design: bool) -> bool:
@@ -137,6 +183,8 @@ def _kinds(v: dict) -> str:
 def _explain(v: dict, out) -> None:
     """What a person reads under the table: findings, the witness's grant order and its switches."""
     sc = v["scenario"]
+    if (v.get("search") or {}).get("guarantee") and v["verdict"] in ("excludes", "admits"):
+        out.write(f"{sc}: search: {v['search']['guarantee']}\n")
     for a in v["anomalies"]:
         out.write(f"{sc}: {a}\n")
     for d in v["by_design"]:
@@ -167,8 +215,18 @@ def run_engine(args, out) -> int:
     from toki.runinfo import provenance
 
     engine = load_engine(args.engine, args.engine_module)
-    budget = 100 if args.budget is None else args.budget
-    if budget < 1:
+    exhaustive, pct = getattr(args, "exhaustive", None), getattr(args, "pct", None)
+    if exhaustive is not None and pct is not None:
+        raise ConfigError("--exhaustive and --pct are two ways to search; pass one",
+                          fix="--exhaustive K for a bounded certificate, --pct D for PCT's probability bound")
+    if exhaustive is not None and exhaustive < 0:
+        raise ConfigError(f"--exhaustive {exhaustive}: the preemption bound must be 0 or more",
+                          fix="pass --exhaustive 2 (CHESS found nearly every known bug within two preemptions)")
+    mode, bound = ("exhaustive", exhaustive) if exhaustive is not None else ("pct", pct) if pct is not None \
+        else ("random", None)
+    # An exhaustive search runs until the bound is covered unless --budget caps it.
+    budget = args.budget if args.budget is not None else (None if mode == "exhaustive" else 100)
+    if budget is not None and budget < 1:
         raise ConfigError(f"--budget {budget} must be at least 1", fix="pass --budget 100 or more")
     names = list(engine.scenarios) if args.scenario in (None, "all") else [args.scenario]
     for n in names:
@@ -184,7 +242,7 @@ def run_engine(args, out) -> int:
         from toki.cluster import Cluster
 
         spec = {"engine": args.engine, "engine_module": args.engine_module, "dsn": args.dsn, "budget": budget,
-                "seed": args.seed, "step_limit": args.step_limit,
+                "seed": args.seed, "step_limit": args.step_limit, "mode": mode, "bound": bound,
                 "witness": str(Path(args.witness).resolve()) if args.witness else None,
                 "png": str(Path(args.png).resolve()) if args.png else None,
                 "svg": str(Path(args.svg).resolve()) if args.svg else None}
@@ -198,7 +256,7 @@ def run_engine(args, out) -> int:
             with progress() as bar:
                 verdicts.append(certify_scenario(engine, name, budget=budget, seed=args.seed,
                                                  step_limit=args.step_limit, witness=args.witness, png=args.png,
-                                                 svg=args.svg, bar=bar))
+                                                 svg=args.svg, bar=bar, mode=mode, bound=bound))
     elapsed = time.perf_counter() - t_all
     if args.junit:
         _junit(verdicts, args.junit, elapsed, fail_on_design)
@@ -206,19 +264,32 @@ def run_engine(args, out) -> int:
     if args.json is not None:
         doc = {"verdicts": verdicts, "provenance": provenance(seed=args.seed, options={
             "engine": engine.name, "engine_module": args.engine_module, "scenarios": names, "budget": budget,
+            "search": mode, "bound": bound,
             "fail_on_design": fail_on_design, "cluster": cluster_info}, elapsed_s=round(elapsed, 3))}
         emit_json(doc, out, None if args.json == "-" else args.json)
         if args.json == "-":
             return 1 if failed else 0
-    rows = [(v["scenario"], v["verdict"], _kinds(v), f"{v['trials']} (+{v['shrinks']} shrinking)",
+    rows = [(v["scenario"], v["verdict"], _kinds(v), _examples(v),
              "" if v["runs"] is None else f"{v['grants']} grants, {v['context_switches']} switches",
              "" if v["replayed"] is None else ("yes" if v["replayed"] else "NO")) for v in verdicts]
     label = "model" if getattr(engine, "executed", "real") == "model" else "real"
-    table(out, f"toki certify --engine {engine.name} {engine.version} ({label}), budget {budget}, seed {args.seed}",
+    how = {"random": f"random search, budget {budget}", "pct": f"PCT depth {bound}, {budget} runs",
+           "exhaustive": f"exhaustive to {bound} preemption(s)" + (f", at most {budget} runs" if budget else "")}[mode]
+    table(out, f"toki certify --engine {engine.name} {engine.version} ({label}), {how}, seed {args.seed}",
           ["scenario", "verdict", "anomaly", "examples", "witness", "replays"], rows)
     for v in verdicts:
         _explain(v, out)
     return 1 if failed else 0
+
+
+def _examples(v: dict) -> str:
+    how = v.get("search") or {}
+    if how.get("mode") == "exhaustive":
+        return (f"{how['explored']} (+{how['pruned']} pruned)"
+                + (", complete" if how.get("complete") else "" if v["verdict"] == "admits" else ", incomplete"))
+    if how.get("mode") == "pct":
+        return f"{v['trials']} PCT runs"
+    return f"{v['trials']} (+{v['shrinks']} shrinking)"
 
 
 def _junit(verdicts: list[dict], path: str, elapsed: float, fail_on_design: bool) -> None:
