@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import inspect
 import sys
@@ -213,6 +214,17 @@ class _Abandoned(BaseException):
     """Raised in an agent thread when the run failed elsewhere: unwind without touching storage."""
 
 
+class RunAbandoned(Exception):
+    """The same, raised in a library's worker thread that was doing an agent's request: an
+    ordinary exception, which the library's worker loop reports to its caller and survives."""
+
+
+def _abandon(agent) -> BaseException:
+    if threading.current_thread() is agent.thread:
+        return _Abandoned()
+    return RunAbandoned(f"the harness stopped the run while this thread worked for agent {agent.name}")
+
+
 class _Agent:
     def __init__(self, name: str, fn: Callable[[], Any], mutex: threading.Lock):
         self.name, self.fn = name, fn
@@ -228,12 +240,23 @@ class _Agent:
         self.db: DbSession | None = None  # the database session its granted statement runs on
         self.handoff_wait = False  # its thread waits while a worker thread does its work (threads.py)
         self.idle_cv = threading.Condition(mutex)  # where that wait ends
+        self._task_lock: tuple[Any, asyncio.Lock] | None = None  # (loop, lock) of its asyncio tasks' steps
         self.result: Any = None
         self.error: BaseException | None = None
+
+    def task_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._task_lock is None or self._task_lock[0] is not loop:
+            self._task_lock = (loop, asyncio.Lock())
+        return self._task_lock[1]
 
 
 _local = threading.local()
 _running: "Controller | None" = None  # the run in progress in this process, if any
+# Set while a granted call runs, in that thread (or asyncio task): a driver call it makes inside
+# is part of the same step. Per thread and task, not per agent: a library worker doing the
+# agent's request, or a second task of the agent's, is not inside the agent's call.
+_in_call: contextvars.ContextVar[bool] = contextvars.ContextVar("toki_in_call", default=False)
 
 
 def _gc_phase(phase: str, info: dict) -> None:
@@ -273,9 +296,17 @@ def controlled(kind: str, detail: str, fn: Callable[[], Any], *, busy=None, db: 
     if me is not None:
         return me[0].step(kind, detail, fn, busy=busy, db=db, lock=lock)
     ctl = _running
-    if ctl is not None and not getattr(_local, "harness", False):
+    if ctl is not None and not getattr(_local, "harness", False) and not _pool_thread():
         ctl.refuse(kind, detail)
     return fn()
+
+
+_POOL_PACKAGES = ("psycopg_pool",)  # their workers open and configure connections no agent holds yet
+
+
+def _pool_thread() -> bool:
+    target = getattr(threading.current_thread(), "_target", None)
+    return (getattr(target, "__module__", None) or "").partition(".")[0] in _POOL_PACKAGES
 
 
 async def controlled_async(kind: str, detail: str, fn: Callable[[], Any], *, busy=None,
@@ -286,7 +317,7 @@ async def controlled_async(kind: str, detail: str, fn: Callable[[], Any], *, bus
     if me is not None:
         return await me[0].step_async(kind, detail, fn, busy=busy, db=db)
     ctl = _running
-    if ctl is not None and not getattr(_local, "harness", False):
+    if ctl is not None and not getattr(_local, "harness", False) and not _pool_thread():
         ctl.refuse(kind, detail)
     return await fn()
 
@@ -354,7 +385,6 @@ class Controller:
         self._finished = False
         self._progress = 0  # storage calls that completed (ok or failed); SQLITE_BUSY answers do not count
         self.db_sessions: dict[str, set[int]] = {}  # kind -> sessions of every connection the agents used
-        self._where: dict[str, Any] = {}  # kind -> how to reach that server (for the observer)
         bind = getattr(chooser, "bind", None)
         if callable(bind):  # a chooser that looks at what each agent is about to do (exploration)
             bind(self)
@@ -364,16 +394,12 @@ class Controller:
         a = self._agents.get(agent)
         return a.pending if a is not None and a.state != "done" else None
 
-    @property
-    def pg_pids(self) -> set[int]:
-        return self.db_sessions.get("postgresql", set())
-
     # -- called from agent threads (through the hooks) ----------------------------------------
     def step(self, kind: str, detail: str, fn: Callable[[], Any], *, lock=None,
              busy: Callable[[BaseException], bool] | None = None, db: DbSession | None = None) -> Any:
         """Wait for the grant, perform ``fn`` (the real call), and record it."""
         me = current_agent()
-        if me is None or me[0] is not self or me[1].in_step or self._finished or getattr(_local, "in_gc", False):
+        if me is None or me[0] is not self or _in_call.get() or self._finished or getattr(_local, "in_gc", False):
             # not an agent, a driver call made inside a step (one storage call, one step), a call
             # after the run ended (a thread's last cleanup) or a finalizer: nobody would grant it
             return fn()
@@ -381,12 +407,15 @@ class Controller:
         rec = self._await_grant(agent, kind, detail, db, lock)
         while True:
             self._calling(agent, db)
+            token = _in_call.set(True)
             try:
                 result = fn()
             except BaseException as e:
                 if self._retry(agent, rec, e, busy):
                     continue
                 raise
+            finally:
+                _in_call.reset(token)
             self._returned(agent, rec)
             return result
 
@@ -398,20 +427,25 @@ class Controller:
         so waiting for the grant blocks only that agent's loop.
         """
         me = current_agent()
-        if me is None or me[0] is not self or me[1].in_step or getattr(_local, "in_gc", False):
+        if me is None or me[0] is not self or _in_call.get() or self._finished or getattr(_local, "in_gc", False):
             return await fn()
         _, agent = me
-        rec = self._await_grant(agent, kind, detail, db, None)
-        while True:
-            self._calling(agent, db)
-            try:
-                result = await fn()
-            except BaseException as e:
-                if self._retry(agent, rec, e, busy):
-                    continue
-                raise
-            self._returned(agent, rec)
-            return result
+        # Tasks of one agent (asyncio.gather) take their steps one at a time, in the order they ask.
+        async with agent.task_lock():
+            rec = self._await_grant(agent, kind, detail, db, None)
+            while True:
+                self._calling(agent, db)
+                token = _in_call.set(True)
+                try:
+                    result = await fn()
+                except BaseException as e:
+                    if self._retry(agent, rec, e, busy):
+                        continue
+                    raise
+                finally:
+                    _in_call.reset(token)
+                self._returned(agent, rec)
+                return result
 
     # -- the parts of a step that step and step_async share ------------------------------------
     def _await_grant(self, agent: _Agent, kind: str, detail: str, db: DbSession | None, lock) -> StepRecord:
@@ -450,7 +484,6 @@ class Controller:
     def _saw(self, db: DbSession | None) -> None:
         if db is not None:
             self.db_sessions.setdefault(db.kind, set()).add(db.id)
-            self._where.setdefault(db.kind, db.where)
 
     def refuse(self, kind: str, detail: str) -> None:
         """A storage call on a thread that is neither an agent nor working for one: the run can no
@@ -460,9 +493,10 @@ class Controller:
             f"a storage call ({kind}: {detail}) ran on thread {t.name!r}, which is no agent's and was "
             "not working for one, so the harness could not schedule it; a verdict would rest on calls "
             "nobody controlled",
-            fix="let the library hand work to its own thread through a queue.Queue or SimpleQueue that "
-                "it creates during open() (the harness then schedules the worker's calls as the waiting "
-                "agent's steps), or make the calls on the agent's thread")
+            fix="create the library's handle (and so its worker and the queue it feeds) in the plug-in's "
+                "open(): a worker fed through a queue.Queue/SimpleQueue made during the trial does each "
+                "agent's request as that agent's steps; a thread that writes on its own schedule cannot "
+                "be certified")
         with self._mutex:
             self._fail(err)
         raise err
@@ -483,7 +517,7 @@ class Controller:
             finally:
                 agent.handoff_wait = False
             if self._failure is not None and gate.owner is agent:
-                raise _Abandoned()
+                raise _abandon(agent)
 
     def handoff_done(self, agent: _Agent, gate) -> None:
         with self._mutex:
@@ -518,7 +552,7 @@ class Controller:
         while not agent.granted and self._failure is None:
             agent.cv.wait()
         if self._failure is not None and not agent.granted:
-            raise _Abandoned()
+            raise _abandon(agent)
 
     def _completed(self, agent: _Agent, rec: StepRecord) -> None:
         with self._mutex:
@@ -531,9 +565,6 @@ class Controller:
                 rec.blocked = True
                 agent.pending, agent.want_lock = StepRecord(-1, agent.name, "resume", rec.detail), None
                 self._stop_and_wait(agent)
-
-    def lock_released(self) -> None:
-        """Eligibility is re-evaluated at the next decision; nothing to do now."""
 
     # -- decisions (mutex held, nobody holding the baton) --------------------------------------
     def _eligible(self, a: _Agent) -> bool:
@@ -604,7 +635,7 @@ class Controller:
                     f"storage changed while no agent held a granted call: {', '.join(changed[:4])} changed "
                     f"after step {prev.seq if prev else '?'} ({prev.agent + ': ' + prev.detail if prev else 'start'}) "
                     "had returned and before the next grant; something writes it through a path the harness "
-                    "does not intercept (os.write, mmap, a thread or process of its own)",
+                    "does not intercept (os.write, mmap, a C library's own commit, a thread or process of its own)",
                     fix="write through open()/sqlite3/psycopg/PyMySQL on the agent's thread, or tell the harness "
                         "about the other path (see Limits in the engines docs)")
         rec = a.pending
@@ -701,8 +732,9 @@ class Controller:
                             f"control (a lock, queue or event created before the trial, or a thread it does not "
                             f"own), after its call {h.pending.detail if h.pending else '?'}; nothing it does next "
                             "would be scheduled",
-                            fix="create the engine's locks during open() (the harness instruments threading.Lock "
-                                "and RLock created then) or hand them to it through prepare(handle, controller)")
+                            fix="create the engine's locks, conditions, semaphores, events and queues during open() "
+                                "(the harness instruments those made then) or hand an InstrumentedLock in through "
+                                "prepare(handle, controller)")
                         return
                 if time.perf_counter() - since > self.step_limit_s:
                     who = h or next((a for a in self._agents.values() if a.state == "blocked-db"), None)
@@ -725,7 +757,13 @@ class Controller:
                 raise Unverifiable(f"cannot open an observer on the {db.kind} server the engine uses ({e})",
                                    fix="let the harness connect with the engine's own connection parameters") from e
         others = sorted(p for p in self.db_sessions.get(db.kind, ()) if p != db.id)
-        return obs.blocked(db.id, others)
+        try:
+            return obs.blocked(db.id, others)
+        except Exception as e:  # noqa: BLE001 - without the answer a lock wait looks like a hang
+            raise Unverifiable(f"the {db.kind} observer cannot tell whether a session waits on a lock "
+                               f"({type(e).__name__}: {str(e)[:120]})",
+                               fix="give the engine's database user the right to see lock waits (MariaDB: the "
+                                   "PROCESS privilege; PostgreSQL: pg_isolation_test_session_is_blocked, 9.6+)") from e
 
     def _agent_main(self, a: _Agent) -> None:
         _local.agent = (self, a)

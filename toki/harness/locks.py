@@ -54,9 +54,6 @@ class InstrumentedLock:
         if self.count == 0:
             self.owner = None
         self._real.release()
-        me = current_agent()
-        if me is not None and self.count == 0:
-            me[0].lock_released()
 
     def locked(self) -> bool:
         return self.owner is not None

@@ -1,5 +1,5 @@
 """PyMySQL (MariaDB/MySQL), intercepted at the driver: while the hook is installed, a cursor's
-``execute``/``executemany`` and a connection's ``begin``/``commit``/``rollback`` are steps for
+``execute``/``executemany`` and a connection's ``query``/``begin``/``commit``/``rollback`` are steps for
 agents, refused on other threads during a run, whoever opened the connection. A granted
 statement that does not return at once is checked against InnoDB's lock waits from an observer
 opened with the connection's own parameters (:mod:`.observers`).
@@ -30,6 +30,16 @@ def _wrap_execute(orig):
     return execute
 
 
+def _wrap_query(orig):
+    # What cursors send goes through query(): inside their step; called alone, a step of its own.
+    def query(self, sql, *args, **kwargs):
+        text = sql.decode(errors="replace") if isinstance(sql, bytes) else str(sql)
+        return controlled("my-" + sql_kind(text), describe_sql(text), lambda: orig(self, sql, *args, **kwargs),
+                          db=_session(self))
+    query.__wrapped__ = orig
+    return query
+
+
 def _wrap_txn(orig, kind: str):
     def call(self, *args, **kwargs):
         return controlled("my-" + kind, kind, lambda: orig(self, *args, **kwargs), db=_session(self))
@@ -54,6 +64,9 @@ def installed():
         orig = pymysql.connections.Connection.__dict__[name]
         saved.append((pymysql.connections.Connection, name, orig))
         setattr(pymysql.connections.Connection, name, _wrap_txn(orig, name))
+    orig = pymysql.connections.Connection.__dict__["query"]
+    saved.append((pymysql.connections.Connection, "query", orig))
+    pymysql.connections.Connection.query = _wrap_query(orig)
     try:
         yield
     finally:

@@ -1,7 +1,9 @@
 """psycopg 3 (and so psycopg_pool and SQLAlchemy's psycopg dialect), intercepted at the driver:
 while the hook is installed, ``execute``/``executemany`` of cursors and connections, ``commit``
-and ``rollback``, sync and async, are steps for agents and refused on other threads during a
-run (:func:`~toki.harness.controller.controlled`); whoever opened the connection.
+and ``rollback``, and every other round trip to the server (``Connection.wait``, through which
+``transaction()`` blocks, COPY, ``stream`` and pipelines go), sync and async, are steps for
+agents and refused on other threads during a run (:func:`~toki.harness.controller.controlled`);
+whoever opened the connection.
 
 A granted statement that does not return at once is checked with an observer the harness opens
 from the connection's own parameters (``pg_isolation_test_session_is_blocked``); the controller
@@ -65,6 +67,24 @@ def _wrap_txn(orig, kind: str):
     return call
 
 
+def _wrap_wait(orig):
+    # Every round trip goes through wait(): execute's own is inside its step; what reaches here
+    # alone (transaction() blocks' BEGIN/COMMIT, COPY, stream, pipeline syncs) is a step of its own.
+    def wait(self, gen, *args, **kwargs):
+        return controlled("pg-txn", "round trip (transaction block, COPY, stream or pipeline)",
+                          lambda: orig(self, gen, *args, **kwargs), db=_session(self))
+    wait.__wrapped__ = orig
+    return wait
+
+
+def _wrap_wait_async(orig):
+    async def wait(self, gen, *args, **kwargs):
+        return await controlled_async("pg-txn", "round trip (transaction block, COPY, stream or pipeline)",
+                                      lambda: orig(self, gen, *args, **kwargs), db=_session(self))
+    wait.__wrapped__ = orig
+    return wait
+
+
 def _wrap_txn_async(orig, kind: str):
     async def call(self, *args, **kwargs):
         return await controlled_async("pg-" + kind, kind, lambda: orig(self, *args, **kwargs), db=_session(self))
@@ -80,10 +100,10 @@ def installed():
         yield
         return
     patches = []
-    for cur, conn, wrap, txn in ((psycopg.Cursor, psycopg.Connection, _wrap_execute, _wrap_txn),
-                                 (psycopg.AsyncCursor, psycopg.AsyncConnection, _wrap_execute_async,
-                                  _wrap_txn_async)):
-        patches += [(cur, "execute", wrap), (cur, "executemany", wrap), (conn, "execute", wrap)]
+    for cur, conn, wrap, txn, wait in ((psycopg.Cursor, psycopg.Connection, _wrap_execute, _wrap_txn, _wrap_wait),
+                                       (psycopg.AsyncCursor, psycopg.AsyncConnection, _wrap_execute_async,
+                                        _wrap_txn_async, _wrap_wait_async)):
+        patches += [(cur, "execute", wrap), (cur, "executemany", wrap), (conn, "execute", wrap), (conn, "wait", wait)]
         patches += [(conn, name, lambda orig, name=name, txn=txn: txn(orig, name)) for name in ("commit", "rollback")]
     saved = []
     for cls, name, wrapper in patches:

@@ -104,6 +104,14 @@ class ControlledConnection(sqlite3.Connection):
     def rollback(self):
         return _step("sql-txn", "rollback", super().rollback)
 
+    def __exit__(self, exc_type, exc, tb):
+        # sqlite3's own __exit__ commits in C, past the commit() above: do it here, as a step
+        if exc_type is None:
+            self.commit()
+        else:
+            self.rollback()
+        return False
+
 
 def controlled_connect(database, *args, **kwargs):
     """``sqlite3.connect`` as installed by the hook: a controlled connection, busy timeout 0."""

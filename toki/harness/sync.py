@@ -63,9 +63,9 @@ class InstrumentedCondition:
         if not self._lock._is_owned():
             raise RuntimeError("cannot wait on un-acquired lock")
         held = self._lock.count
+        self._waiters.append(who)  # before the lock goes: a notify in between must find it
         for _ in range(held):
             self._lock.release()
-        self._waiters.append(who)
         me = current_agent()
         if me is None:
             deadline = None if timeout is None else time.monotonic() + timeout

@@ -19,10 +19,13 @@ drivers keep the real ones.
   fire-and-forget requests run before the agent's next call: a FIFO worker runs them in that
   order anyway, and one agent's work never overlaps another's on one worker. A worker that makes
   a storage call while it is not doing an agent's item is refused (fail closed).
+- Work an agent gives a thread pool (``asyncio.to_thread``, ``loop.run_in_executor``) runs in
+  the agent's own thread, so its storage calls are the agent's steps.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import queue
 import sys
@@ -99,7 +102,9 @@ class _Handoff:
     def _setup(self, where: str) -> None:
         self._gate = _Gate(f"worker queue created at {where}")
         self._consumers: set[int] = set()
-        self._users: set[str] = set()  # agents that handed work to it
+        self._consumer_cv = threading.Condition(threading.Lock())  # toki's own: a real one
+        self._no_consumer = False  # looked once and none came: a plain queue, never waited for again
+        self._users: tuple[Any, set[str]] = (None, set())  # (run, agents that handed work to it in it)
 
     def _agent_put(self, put, item) -> bool:
         """True when ``item`` was handed over as an agent's work (and done by now)."""
@@ -110,30 +115,31 @@ class _Handoff:
             return False  # nobody outside the agents takes from it: a plain queue between agents
         ctl, agent = me
         gate = self._gate
-
-        def hand_over():
-            gate.owner, gate.worker = agent, None
-            put((ctl, agent, gate), item)
-        self._users.add(agent.name)
-        if len(self._users) == 1:
-            hand_over()  # the worker serves this agent alone: its storage calls are the steps
-        else:
+        if self._users[0] is not ctl:  # who shares the worker is counted per run, so replays agree
+            self._users = (ctl, set())
+        users = self._users[1]
+        users.add(agent.name)
+        if len(users) > 1:
             # A worker shared by agents: another agent's request may be queued before this one (a
             # decision), and while the worker does another agent's request this one waits for it,
-            # as for a lock.
-            ctl.step("handoff", f"hand work to thread {self._worker_names()}", hand_over, lock=gate)
+            # as for a lock. The step only claims the worker; the request is put after it, so the
+            # worker never starts while this agent is still inside a granted call.
+            ctl.step("handoff", f"hand work to thread {self._worker_names()}", lambda: None, lock=gate)
+        gate.owner, gate.worker = agent, None
+        put((ctl, agent, gate), item)
         ctl.await_handoff(agent, gate)
         return True
 
     def _consumer_appears(self, wait_s: float = 0.2) -> bool:
         """A worker started in open() may not have reached its first ``get`` yet: give it a moment
-        (only until the first consumer is known), so that the first request is not done untagged."""
-        if not any(t.ident not in _agent_idents() and t is not threading.main_thread() and t.is_alive()
-                   and not t.name.startswith("toki-") for t in threading.enumerate()):
+        (once per queue), so that the first request is not done untagged."""
+        if self._no_consumer:
             return False
-        deadline = _time.monotonic() + wait_s
-        while not self._consumers and _time.monotonic() < deadline:
-            _time.sleep(0.001)
+        if any(t.ident not in _agent_idents() and t is not threading.main_thread() and t.is_alive()
+               and not t.name.startswith("toki-") for t in threading.enumerate()):
+            with self._consumer_cv:
+                self._consumer_cv.wait_for(lambda: self._consumers, wait_s)
+        self._no_consumer = not self._consumers
         return bool(self._consumers)
 
     def _worker_names(self) -> str:
@@ -145,7 +151,10 @@ class _Handoff:
         if _ctl.current_agent() is not None and getattr(_local, "acting", None) is None:
             return False  # an agent reading its own answers
         _finish_acting()
-        self._consumers.add(threading.get_ident())
+        if threading.get_ident() not in self._consumers:
+            with self._consumer_cv:
+                self._consumers.add(threading.get_ident())
+                self._consumer_cv.notify_all()
         return True
 
 
@@ -297,10 +306,32 @@ def _scan() -> None:
     _scanned = len(sys.modules)
 
 
+def _submit_inline(orig):
+    """An agent's work for a thread pool (``asyncio.to_thread``, ``run_in_executor``, aiofiles)
+    runs in the agent's own thread, before ``submit`` returns: its storage calls are then the
+    agent's own steps; the caller waits for the result anyway, and the harness runs one agent's
+    code at a time."""
+    def submit(self, fn, /, *args, **kwargs):
+        me = _ctl.current_agent()
+        if me is None or _ctl.running() is not me[0]:
+            return orig(self, fn, *args, **kwargs)
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as e:  # noqa: BLE001 - delivered through the future, as the pool would
+            future.set_exception(e)
+        return future
+    submit.__wrapped__ = orig
+    return submit
+
+
 @contextlib.contextmanager
 def installed():
-    """Engine code creates instrumented locks and work queues while this is active."""
+    """Engine code creates instrumented locks and work queues while this is active, and an
+    agent's thread-pool work runs inline."""
     _scan()
+    pool_submit = concurrent.futures.ThreadPoolExecutor.submit
+    concurrent.futures.ThreadPoolExecutor.submit = _submit_inline(pool_submit)
     saved_mod = [(threading, n) for n in ("Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore", "Event")]
     saved_mod += [(queue, "Queue"), (queue, "SimpleQueue")]
     for m, name in saved_mod:
@@ -313,12 +344,8 @@ def installed():
     try:
         yield
     finally:
+        concurrent.futures.ThreadPoolExecutor.submit = pool_submit
         for m, name in saved_mod:
             setattr(m, name, _REAL[name])
         for g, name, which in rebound:
             g[name] = _REAL[which]
-
-
-def instrumented(obj: Any) -> bool:
-    return isinstance(obj, (InstrumentedLock, InstrumentedCondition, InstrumentedSemaphore, InstrumentedEvent,
-                            WorkQueue, WorkSimpleQueue))

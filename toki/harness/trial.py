@@ -26,6 +26,9 @@ from toki.harness.controller import (STEP_LIMIT_S, Chooser, Controller, ReplayCh
                                      Unverifiable)
 from toki.harness.engine import Engine, PluginError, Scenario, plugin_call
 
+_ONE_RUN = threading.Lock()
+
+
 def _fingerprint(root: Path) -> dict[str, tuple[int, int]]:
     """Every file under ``root`` with its size and modification time. SQLite's shared-memory
     index (``-shm``) is left out: it is written through a memory map whose times the kernel
@@ -120,15 +123,16 @@ def hooks_installed(location: Path):
     """sqlite3, psycopg, PyMySQL and file calls become steps of the agents (refused on other
     threads during a run); locks and queues engine code creates are instrumented."""
     import sqlite3
+    import sqlite3.dbapi2
 
-    saved = sqlite3.connect
-    sqlite3.connect = sqlite_calls.controlled_connect
+    saved = sqlite3.connect, sqlite3.dbapi2.connect  # SQLAlchemy's pysqlite dialect uses the latter
+    sqlite3.connect = sqlite3.dbapi2.connect = sqlite_calls.controlled_connect
     try:
         with pg_calls.installed(), mysql_calls.installed(), file_calls.FileHook(location).installed(), \
                 threads.installed():
             yield
     finally:
-        sqlite3.connect = saved
+        sqlite3.connect, sqlite3.dbapi2.connect = saved
 
 
 class TrialRunner:
@@ -175,6 +179,12 @@ class TrialRunner:
 
     # -- one run ------------------------------------------------------------------------------
     def run(self, chooser: Chooser, agents: tuple[str, ...] | None = None) -> tuple[RunTrace, Outcome]:
+        # The hooks are process-wide: two runs at once (a threaded Dask worker) would judge each
+        # other's calls. One at a time.
+        with _ONE_RUN:
+            return self._run(chooser, agents)
+
+    def _run(self, chooser: Chooser, agents: tuple[str, ...] | None) -> tuple[RunTrace, Outcome]:
         self._n += 1
         loc = self.workdir / f"t{self._n}"
         if loc.exists():
@@ -294,6 +304,7 @@ class TrialRunner:
                     for order in itertools.permutations(subset):
                         trace, out = self.run(SerialChooser(order), agents=tuple(order))
                         if k == len(agents):
+                            _took_steps(trace)
                             # Self-check: a serial order run again must give the same outcome; one
                             # that varies was decided by something the harness does not control.
                             _, again = self.run(SerialChooser(order), agents=tuple(order))
@@ -372,6 +383,29 @@ def _quiet(fn) -> None:
         fn()
     except Exception:  # noqa: BLE001 - closing after a failed run: nothing to report
         pass
+
+
+# Drivers whose calls the harness does not intercept: named when an agent made no controlled call.
+_UNHOOKED = ("psycopg2", "asyncpg", "aiomysql", "MySQLdb", "mysql.connector", "redis", "neo4j", "pymongo", "motor",
+             "qdrant_client", "chromadb", "httpx", "requests", "lancedb", "duckdb")
+
+
+def _took_steps(trace: RunTrace) -> None:
+    """Every agent that completed must have made at least one storage call the harness controls:
+    one that made none either touches no storage (no race to judge) or storage reached another
+    way (a server over a socket through a driver toki does not intercept). Either way no verdict
+    can rest on it."""
+    stepped = {s.agent for s in trace.steps if s.kind not in ("start", "resume")}
+    idle = sorted(a for a in trace.results if a not in stepped)
+    if idle:
+        import sys
+
+        loaded = [m for m in _UNHOOKED if m in sys.modules]
+        raise Unverifiable(
+            f"agent(s) {', '.join(idle)} completed without one storage call the harness controls"
+            + (f" (loaded drivers it does not intercept: {', '.join(loaded)})" if loaded else ""),
+            fix="toki intercepts sqlite3, psycopg 3, PyMySQL and files under the run's folder; an engine on "
+                "another driver or a server over a socket cannot be certified by it yet")
 
 
 def _differ(a: Outcome, b: Outcome) -> str:

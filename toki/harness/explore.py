@@ -1,0 +1,308 @@
+"""Bounded-exhaustive search of a scenario's interleavings: a certificate within a bound, not a sample.
+
+Every interleaving of the agents with at most ``bound`` (K) *preemptions* is run once, by
+stateless model checking: each schedule re-executes the scenario from fresh storage
+(:meth:`~toki.harness.trial.TrialRunner.trial`), following a prefix of decisions and then a
+default (go on with the agent that ran last, else the first eligible one). A preemption is a
+switch away from an agent that could have gone on; a switch when it finished or cannot step is
+free, and so is choosing a victim (SQLite's busy deadlock, a timed wait running out). Starting
+an agent is a decision like any other, so K=0 runs exactly the serial orders.
+
+Partial-order reduction by sleep sets (Godefroid): after the subtree of step ``t`` has been
+explored at a decision, a sibling subtree need not run ``t`` again until a step dependent on
+``t`` has run, since moving ``t`` forward gives an equivalent run (same outcome). Dependence is
+read from each pending step's footprint (:func:`footprint`) and is conservative.
+
+Sleep sets and a preemption bound do not combine naively (Coons, Musuvathi and McKinley,
+"Bounded partial-order reduction", OOPSLA 2013): the equivalent run with ``t`` moved forward
+may need more preemptions than the bound allows, and then nobody covers it. So a sleeping step
+is skipped only when its equivalent run provably costs no more preemptions than the one skipped
+(:meth:`_Node.asleep`); otherwise it is run although it sleeps.
+
+The reduction assumes what the harness already does: the Python code an agent runs between two
+storage calls shares memory with other agents only under the locks, conditions and queues the
+harness instruments.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from toki.harness.controller import Chooser, StepRecord, Unverifiable
+from toki.harness.trial import TrialResult, TrialRunner
+
+
+# -- what a step touches -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Footprint:
+    """What a pending step may touch: ``space`` None touches nothing, ``"*"`` anything; within a
+    space, ``names`` (None: any of them), and whether it writes."""
+
+    space: str | None
+    names: frozenset[str] | None = None
+    writes: bool = True
+
+
+NOTHING = Footprint(None)
+ANYTHING = Footprint("*")
+
+# A SELECT that locks rows, moves a sequence or writes through a CTE is no plain read.
+_NOT_A_READ = re.compile(r"\b(insert|update|delete|replace|merge|nextval|setval|pg_advisory\w*|"
+                         r"for\s+(no\s+key\s+)?update|for\s+(key\s+)?share|lock\s+in\s+share\s+mode)\b", re.I)
+_CALL = re.compile(r"^\w+\((.*)\)$")
+
+
+def _sql(kind: str, detail: str) -> Footprint:
+    """One database per driver. Table names are not enough to commute two statements: SQLite
+    locks the whole file (a write on one table makes a read or write on another busy, and the
+    order decides the deadlock's victim), and foreign keys and triggers touch tables the text
+    does not name. So only two plain reads commute."""
+    family, _, verb = kind.partition("-")
+    text = detail.split(" ← ", 1)[0].strip()
+    head = text.split(None, 1)[0].lower() if text else ""
+    plain = (verb == "read" and head in ("select", "with", "explain") and not text.endswith("…")
+             and not _NOT_A_READ.search(text))
+    return Footprint(family, None, not plain)
+
+
+def _files(kind: str, detail: str) -> Footprint:
+    """``open('f', 'w')``, ``replace('a', 'b')``, ``truncate('f')`` or ``read f``/``write f``; an
+    fsync names a descriptor, not a file, and a detail that does not parse names none."""
+    writes = kind not in ("file-open", "file-read")
+    call = _CALL.match(detail)
+    try:
+        if call:
+            args = ast.literal_eval(f"({call.group(1)},)")
+            labels = args[:1] if kind.startswith("file-open") else args
+            return Footprint("file", frozenset(labels), writes)
+        if kind != "file-fsync" and " " in detail:
+            return Footprint("file", frozenset([detail.split(" ", 1)[1]]), writes)
+    except (ValueError, SyntaxError):
+        pass
+    return Footprint("file", None, writes)
+
+
+def footprint(step: StepRecord | None) -> Footprint:
+    """What the step may touch (see :func:`dependent`). Waits, hand-overs to a worker and resumes
+    after a database wait are enabled by code between steps (a notify, a set flag, a worker
+    going idle), which no footprint shows: they touch anything."""
+    if step is None:
+        return ANYTHING
+    kind, detail = step.kind, step.detail
+    if kind == "start":
+        return NOTHING
+    if kind == "lock":
+        return Footprint("lock", frozenset([detail]))
+    if kind.startswith(("sql-", "pg-", "my-")):
+        return _sql(kind, detail)
+    if kind.startswith("file-"):
+        return _files(kind, detail)
+    return ANYTHING
+
+
+def dependent(a: Footprint, b: Footprint) -> bool:
+    """May the two steps (of different agents) fail to commute?"""
+    if a.space is None or b.space is None:
+        return False
+    if "*" in (a.space, b.space):
+        return True
+    if a.space != b.space or not (a.writes or b.writes):
+        return False
+    return a.names is None or b.names is None or bool(a.names & b.names)
+
+
+# -- the decision tree -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Sleeper:
+    """A step whose subtree was explored at an earlier decision. ``cost`` bounds the preemptions
+    of the equivalent run that took it there, up to the current decision; ``prev`` is that run's
+    last agent."""
+
+    step: Footprint
+    cost: int
+    prev: str
+
+
+@dataclass
+class _Node:
+    """One decision on the current path."""
+
+    victim: bool  # every agent blocked: who gets the error (or whose timed wait runs out)
+    eligible: tuple[str, ...]
+    last: str | None
+    steps: dict[str, Footprint]
+    pre: int  # preemptions before this decision
+    sleep: dict[str, _Sleeper]
+    done: list[str] = field(default_factory=list)  # branches taken here, the current one last
+
+    def cost(self, agent: str) -> int:
+        return int(not self.victim and self.last in self.eligible and agent != self.last)
+
+    def asleep(self, agent: str) -> bool:
+        # The skipped run continues after `agent` from its own last agent; the equivalent one from
+        # the sleeper's: their next switch may differ by one preemption, hence the + 1.
+        s = self.sleep.get(agent)
+        return s is not None and s.cost + 1 <= self.pre + self.cost(agent)
+
+    def within(self, agent: str, bound: int) -> bool:
+        return self.pre + self.cost(agent) <= bound
+
+    def default(self) -> list[str]:
+        first = self.last if self.last in self.eligible else self.eligible[0]
+        return [first] + [a for a in self.eligible if a != first]
+
+    def options(self, bound: int) -> list[str]:
+        return [a for a in self.default() if a not in self.done and self.within(a, bound) and not self.asleep(a)]
+
+    def child_sleep(self) -> dict[str, _Sleeper]:
+        """The sleep set after the current branch: what slept here or was explored before it, as
+        long as it commutes with the branch taken."""
+        if self.victim:
+            return {}
+        taken = self.done[-1]
+        here = self.steps[taken]
+        before = {a: _Sleeper(self.steps[a], self.pre + self.cost(a), a) for a in self.done[:-1]}
+        return {a: _Sleeper(s.step, s.cost + (taken != s.prev), taken)
+                for a, s in {**self.sleep, **before}.items() if not dependent(s.step, here)}
+
+
+class _Tree:
+    """The current path of the depth-first search, extended by each run past its prefix."""
+
+    def __init__(self, bound: int, reduce: bool):
+        self.bound, self.reduce = bound, reduce
+        self.path: list[_Node] = []
+        self.pruned = 0
+
+    def next_node(self, victim: bool, eligible: tuple[str, ...], last: str | None,
+                  steps: dict[str, Footprint]) -> _Node:
+        parent = self.path[-1] if self.path else None
+        pre = parent.pre + parent.cost(parent.done[-1]) if parent else 0
+        # a victim gets an error, not its pending step: no sleeping step is that
+        sleep = parent.child_sleep() if parent and self.reduce and not victim else {}
+        node = _Node(victim, eligible, last, steps, pre, sleep)
+        self.pruned += sum(1 for a in eligible if node.within(a, self.bound) and node.asleep(a))
+        return node
+
+    def backtrack(self) -> bool:
+        """Take the deepest decision's next branch; False when every branch was taken."""
+        while self.path:
+            node = self.path[-1]
+            options = node.options(self.bound)
+            if options:
+                node.done.append(options[0])
+                return True
+            self.path.pop()
+        return False
+
+
+class ExploringChooser(Chooser):
+    """Follows the tree's current path, then extends it with default decisions.
+
+    A decision where every branch within the bound sleeps ends the path: the run goes on by
+    default, unrecorded (it repeats an equivalent run; a run cannot be stopped half-way)."""
+
+    forces_starts = False  # the start order is part of the schedule
+
+    def __init__(self, tree: _Tree):
+        self.tree, self.pos, self.ended = tree, 0, False
+        self._ctl = None
+
+    def bind(self, controller) -> None:
+        self._ctl = controller
+
+    def choose(self, eligible, last):
+        return self._decide(False, tuple(eligible), last)
+
+    def victim(self, blocked):
+        return self._decide(True, tuple(blocked), None)
+
+    def _decide(self, victim: bool, eligible: tuple[str, ...], last: str | None) -> str:
+        path = self.tree.path
+        if self.ended:
+            return last if last in eligible else eligible[-1 if victim else 0]
+        if self.pos < len(path):
+            return self._follow(path[self.pos], victim, eligible)
+        node = self.tree.next_node(victim, eligible, last, self._steps(victim, eligible))
+        options = node.options(self.tree.bound)
+        if not options:
+            self.ended = True
+            return node.default()[0]
+        node.done.append(options[0])
+        path.append(node)
+        self.pos += 1
+        return options[0]
+
+    def _follow(self, node: _Node, victim: bool, eligible: tuple[str, ...]) -> str:
+        if (node.victim, node.eligible) != (victim, eligible):
+            raise Unverifiable(
+                f"decision {self.pos} of a re-executed schedule offered {', '.join(eligible)} where the first "
+                f"execution offered {', '.join(node.eligible)}: the same grants gave a different run",
+                fix="the outcome depends on something the harness does not control (time, randomness, a thread "
+                    "of the engine's own); an exhaustive search needs deterministic runs")
+        self.pos += 1
+        return node.done[-1]
+
+    def _steps(self, victim: bool, eligible: tuple[str, ...]) -> dict[str, Footprint]:
+        if victim:
+            return {a: ANYTHING for a in eligible}
+        return {a: footprint(self._ctl.pending_step(a)) for a in eligible}
+
+
+# -- the search --------------------------------------------------------------------------------
+
+@dataclass
+class ExploreResult:
+    found: TrialResult | None  # the first anomalous run (not serializable), or None
+    explored: int  # runs executed (each a complete interleaving)
+    pruned: int  # branches within the bound skipped as equivalent to explored ones
+    complete: bool  # every interleaving within the bound was covered
+    bound: int
+    elapsed_s: float
+    outcomes: set[str] = field(default_factory=set)  # outcome keys reached
+
+    @property
+    def admits(self) -> bool:
+        return self.found is not None
+
+
+def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_first: bool = True,
+            max_runs: int | None = None, time_limit_s: float | None = None,
+            want: Callable[[TrialResult], bool] | None = None,
+            on_run: Callable[[int, bool], None] | None = None) -> ExploreResult:
+    """Run every interleaving with at most ``bound`` preemptions (one per equivalence class with
+    ``reduce``) until an anomaly ``want`` accepts is found (``stop_at_first``), ``max_runs`` runs or
+    ``time_limit_s`` seconds."""
+    t0 = time.perf_counter()
+    runner.serial_outcomes()
+    tree = _Tree(bound, reduce)
+    res = ExploreResult(None, 0, 0, False, bound, 0.0)
+    while not _out_of(res, max_runs, time_limit_s, t0):
+        r = runner.trial(ExploringChooser(tree))
+        res.explored += 1
+        res.outcomes.add(r.outcome.key)
+        hit = not r.serializable and (want is None or want(r))
+        if on_run is not None:
+            on_run(res.explored, hit)
+        if hit and res.found is None:
+            res.found = r
+        if not tree.backtrack():
+            res.complete = True
+            break
+        if hit and stop_at_first:
+            break
+    res.pruned = tree.pruned
+    res.elapsed_s = time.perf_counter() - t0
+    return res
+
+
+def _out_of(res: ExploreResult, max_runs: int | None, time_limit_s: float | None, t0: float) -> bool:
+    return ((max_runs is not None and res.explored >= max_runs)
+            or (time_limit_s is not None and time.perf_counter() - t0 >= time_limit_s))
+
