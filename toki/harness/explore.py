@@ -213,6 +213,10 @@ class ExploringChooser(Chooser):
     def __init__(self, tree: _Tree):
         self.tree, self.pos, self.ended = tree, 0, False
         self._ctl = None
+        # Lock names may differ between runs (an engine names its lock after id()); the tree compares
+        # steps recorded in different runs, so a lock is known by the order in which this run first
+        # met it, which every run following the same decisions repeats.
+        self._locks: dict[str, str] = {}
 
     def bind(self, controller) -> None:
         self._ctl = controller
@@ -227,9 +231,10 @@ class ExploringChooser(Chooser):
         path = self.tree.path
         if self.ended:
             return last if last in eligible else eligible[-1 if victim else 0]
+        steps = self._steps(victim, eligible)
         if self.pos < len(path):
             return self._follow(path[self.pos], victim, eligible)
-        node = self.tree.next_node(victim, eligible, last, self._steps(victim, eligible))
+        node = self.tree.next_node(victim, eligible, last, steps)
         options = node.options(self.tree.bound)
         if not options:
             self.ended = True
@@ -252,7 +257,13 @@ class ExploringChooser(Chooser):
     def _steps(self, victim: bool, eligible: tuple[str, ...]) -> dict[str, Footprint]:
         if victim:
             return {a: ANYTHING for a in eligible}
-        return {a: footprint(self._ctl.pending_step(a)) for a in eligible}
+        return {a: self._stable(footprint(self._ctl.pending_step(a))) for a in eligible}
+
+    def _stable(self, fp: Footprint) -> Footprint:
+        if fp.space != "lock":
+            return fp
+        names = frozenset(self._locks.setdefault(n, f"lock {len(self._locks)}") for n in sorted(fp.names))
+        return Footprint(fp.space, names, fp.writes)
 
 
 # -- the search --------------------------------------------------------------------------------
