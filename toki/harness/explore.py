@@ -21,7 +21,8 @@ is skipped only when its equivalent run provably costs no more preemptions than 
 
 The reduction assumes what the harness already does: the Python code an agent runs between two
 storage calls shares memory with other agents only under the locks, conditions and queues the
-harness instruments.
+harness instruments, and looks at none of them without a step (``acquire(blocking=False)`` on a
+held lock, ``Event.is_set``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from toki.errors import ConfigError
 from toki.harness.controller import Chooser, StepRecord, Unverifiable
 from toki.harness.trial import TrialResult, TrialRunner
 
@@ -74,17 +76,16 @@ def _files(kind: str, detail: str) -> Footprint:
     """``open('f', 'w')``, ``replace('a', 'b')``, ``truncate('f')`` or ``read f``/``write f``; an
     fsync names a descriptor, not a file, and a detail that does not parse names none."""
     writes = kind not in ("file-open", "file-read")
+    if kind == "file-fsync":
+        return Footprint("file", None, writes)
     call = _CALL.match(detail)
+    if call is None:
+        return Footprint("file", frozenset([detail.split(" ", 1)[-1]]), writes)
     try:
-        if call:
-            args = ast.literal_eval(f"({call.group(1)},)")
-            labels = args[:1] if kind.startswith("file-open") else args
-            return Footprint("file", frozenset(labels), writes)
-        if kind != "file-fsync" and " " in detail:
-            return Footprint("file", frozenset([detail.split(" ", 1)[1]]), writes)
+        args = ast.literal_eval(f"({call.group(1)},)")
     except (ValueError, SyntaxError):
-        pass
-    return Footprint("file", None, writes)
+        return Footprint("file", None, writes)
+    return Footprint("file", frozenset(args[:1] if kind.startswith("file-open") else args), writes)
 
 
 def footprint(step: StepRecord | None) -> Footprint:
@@ -169,7 +170,7 @@ class _Node:
         here = self.steps[taken]
         before = {a: _Sleeper(self.steps[a], self.pre + self.cost(a), a) for a in self.done[:-1]}
         return {a: _Sleeper(s.step, s.cost + (taken != s.prev), taken)
-                for a, s in {**self.sleep, **before}.items() if not dependent(s.step, here)}
+                for a, s in {**self.sleep, **before}.items() if a != taken and not dependent(s.step, here)}
 
 
 class _Tree:
@@ -230,10 +231,10 @@ class ExploringChooser(Chooser):
     def _decide(self, victim: bool, eligible: tuple[str, ...], last: str | None) -> str:
         path = self.tree.path
         if self.ended:
-            return last if last in eligible else eligible[-1 if victim else 0]
+            return last if last in eligible else eligible[0]
         steps = self._steps(victim, eligible)
         if self.pos < len(path):
-            return self._follow(path[self.pos], victim, eligible)
+            return self._follow(path[self.pos], victim, eligible, steps)
         node = self.tree.next_node(victim, eligible, last, steps)
         options = node.options(self.tree.bound)
         if not options:
@@ -244,15 +245,22 @@ class ExploringChooser(Chooser):
         self.pos += 1
         return options[0]
 
-    def _follow(self, node: _Node, victim: bool, eligible: tuple[str, ...]) -> str:
-        if (node.victim, node.eligible) != (victim, eligible):
+    def _follow(self, node: _Node, victim: bool, eligible: tuple[str, ...], steps: dict[str, Footprint]) -> str:
+        if (node.victim, node.eligible, node.steps) != (victim, eligible, steps):
             raise Unverifiable(
-                f"decision {self.pos} of a re-executed schedule offered {', '.join(eligible)} where the first "
-                f"execution offered {', '.join(node.eligible)}: the same grants gave a different run",
-                fix="the outcome depends on something the harness does not control (time, randomness, a thread "
-                    "of the engine's own); an exhaustive search needs deterministic runs")
+                f"decision {self.pos} of a re-executed schedule offered {_offer(eligible, steps)} where the first "
+                f"execution offered {_offer(node.eligible, node.steps)}: the same grants gave a different run",
+                fix=_NONDETERMINISTIC)
         self.pos += 1
         return node.done[-1]
+
+    def check_followed(self) -> None:
+        """The run made every decision of the path it was to follow (a run that ends sooner
+        diverged without a decision to show it)."""
+        if self.pos < len(self.tree.path):
+            raise Unverifiable(
+                f"a re-executed schedule ended after {self.pos} decisions where the first execution made "
+                f"{len(self.tree.path)} or more: the same grants gave a different run", fix=_NONDETERMINISTIC)
 
     def _steps(self, victim: bool, eligible: tuple[str, ...]) -> dict[str, Footprint]:
         if victim:
@@ -264,6 +272,14 @@ class ExploringChooser(Chooser):
             return fp
         names = frozenset(self._locks.setdefault(n, f"lock {len(self._locks)}") for n in sorted(fp.names))
         return Footprint(fp.space, names, fp.writes)
+
+
+_NONDETERMINISTIC = ("the run depends on something the harness does not control (time, randomness, a thread of "
+                     "the engine's own); an exhaustive search needs runs that the same grants repeat")
+
+
+def _offer(eligible: tuple[str, ...], steps: dict[str, Footprint]) -> str:
+    return ", ".join(f"{a} ({steps[a].space or 'start'})" for a in eligible)
 
 
 # -- the search --------------------------------------------------------------------------------
@@ -286,21 +302,25 @@ class ExploreResult:
 def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_first: bool = True,
             max_runs: int | None = None, time_limit_s: float | None = None,
             want: Callable[[TrialResult], bool] | None = None,
-            on_run: Callable[[int, bool], None] | None = None) -> ExploreResult:
-    """Run every interleaving with at most ``bound`` preemptions (one per equivalence class with
-    ``reduce``) until an anomaly ``want`` accepts is found (``stop_at_first``), ``max_runs`` runs or
-    ``time_limit_s`` seconds."""
+            on_run: Callable[[int, TrialResult], None] | None = None) -> ExploreResult:
+    """Run every interleaving with at most ``bound`` preemptions (with ``reduce``, skipping those
+    equivalent to one already run) until an anomaly ``want`` accepts is found (``stop_at_first``),
+    ``max_runs`` runs or ``time_limit_s`` seconds."""
+    if bound < 0:
+        raise ConfigError(f"bound {bound} must be at least 0", fix="pass 0 for the serial orders, 2 or 3 to search")
     t0 = time.perf_counter()
     runner.serial_outcomes()
     tree = _Tree(bound, reduce)
     res = ExploreResult(None, 0, 0, False, bound, 0.0)
     while not _out_of(res, max_runs, time_limit_s, t0):
-        r = runner.trial(ExploringChooser(tree))
+        chooser = ExploringChooser(tree)
+        r = runner.trial(chooser)
+        chooser.check_followed()
         res.explored += 1
         res.outcomes.add(r.outcome.key)
         hit = not r.serializable and (want is None or want(r))
         if on_run is not None:
-            on_run(res.explored, hit)
+            on_run(res.explored, r)
         if hit and res.found is None:
             res.found = r
         if not tree.backtrack():
