@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from toki.errors import ConfigError
 from toki.harness.controller import Chooser, StepRecord, Unverifiable
+from toki.harness.locks import InstrumentedLock
 from toki.harness.trial import TrialResult, TrialRunner
 
 
@@ -214,10 +215,11 @@ class ExploringChooser(Chooser):
     def __init__(self, tree: _Tree):
         self.tree, self.pos, self.ended = tree, 0, False
         self._ctl = None
-        # Lock names may differ between runs (an engine names its lock after id()); the tree compares
-        # steps recorded in different runs, so a lock is known by the order in which this run first
-        # met it, which every run following the same decisions repeats.
-        self._locks: dict[str, str] = {}
+        # The tree compares steps recorded in different runs, but a lock's name may differ between
+        # runs and two locks may share one (an engine names its lock after id() % 1000). So a lock is
+        # known by the order in which this run first met the object, which every run following the
+        # same decisions repeats; the objects are kept so that no id is reused during the run.
+        self._locks: dict[int, tuple[object, str]] = {}
 
     def bind(self, controller) -> None:
         self._ctl = controller
@@ -265,13 +267,16 @@ class ExploringChooser(Chooser):
     def _steps(self, victim: bool, eligible: tuple[str, ...]) -> dict[str, Footprint]:
         if victim:
             return {a: ANYTHING for a in eligible}
-        return {a: self._stable(footprint(self._ctl.pending_step(a))) for a in eligible}
+        return {a: self._stable(a, footprint(self._ctl.pending_step(a))) for a in eligible}
 
-    def _stable(self, fp: Footprint) -> Footprint:
+    def _stable(self, agent: str, fp: Footprint) -> Footprint:
         if fp.space != "lock":
             return fp
-        names = frozenset(self._locks.setdefault(n, f"lock {len(self._locks)}") for n in sorted(fp.names))
-        return Footprint(fp.space, names, fp.writes)
+        obj = self._ctl._agents[agent].want_lock  # until the controller says what a pending step waits for
+        if not isinstance(obj, InstrumentedLock):
+            return fp  # a semaphore: its name is where it was created, the same in every run
+        _, alias = self._locks.setdefault(id(obj), (obj, f"lock {len(self._locks)}"))
+        return Footprint(fp.space, frozenset([alias]), fp.writes)
 
 
 _NONDETERMINISTIC = ("the run depends on something the harness does not control (time, randomness, a thread of "
@@ -305,7 +310,7 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
             on_run: Callable[[int, TrialResult], None] | None = None) -> ExploreResult:
     """Run every interleaving with at most ``bound`` preemptions (with ``reduce``, skipping those
     equivalent to one already run) until an anomaly ``want`` accepts is found (``stop_at_first``),
-    ``max_runs`` runs or ``time_limit_s`` seconds."""
+    ``max_runs`` runs or ``time_limit_s`` seconds. ``on_run(n, result)`` follows each run."""
     if bound < 0:
         raise ConfigError(f"bound {bound} must be at least 0", fix="pass 0 for the serial orders, 2 or 3 to search")
     t0 = time.perf_counter()
