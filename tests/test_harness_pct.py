@@ -58,5 +58,17 @@ def test_every_verdict_says_what_its_search_rests_on(capsys):
         assert rc == 0 and v["verdict"] == "excludes"
         assert v["search"]["mode"] == mode and v["search"]["bound"] == bound and v["search"]["explored"] == 20
         assert v["search"]["complete"] is False and v["search"]["guarantee"]
+    rc = main(["certify", "--engine-module", "tests.toy_engine:counter_locked", "--exhaustive", "2", "--json", "-"])
+    (v,) = json.loads(capsys.readouterr().out)["verdicts"]
+    assert rc == 0 and v["verdict"] == "excludes" and v["search"]["mode"] == "exhaustive"
+    assert v["search"]["complete"] is True and v["search"]["bound"] == 2 and v["search"]["explored"] > 0
+    assert "no anomaly in any interleaving with at most 2 preemption(s)" in v["search"]["guarantee"]
+    rc = main(["certify", "--engine-module", "tests.toy_engine:counter_locked", "--exhaustive", "2", "--budget", "3",
+               "--json", "-"])
+    (v,) = json.loads(capsys.readouterr().out)["verdicts"]
+    assert v["search"]["complete"] is False and v["search"]["guarantee"].startswith("incomplete")
+    rc = main(["certify", "--engine-module", "tests.toy_engine:counter", "--exhaustive", "2", "--json", "-"])
+    (v,) = json.loads(capsys.readouterr().out)["verdicts"]
+    assert rc == 1 and v["verdict"] == "admits" and v["replayed"] is True
     rc = main(["certify", "--engine-module", "tests.toy_engine:counter", "--pct", "1", "--exhaustive", "1"])
     assert rc == 2 and "two ways to search" in capsys.readouterr().err
