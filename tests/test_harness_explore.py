@@ -205,8 +205,8 @@ def test_a_lock_renamed_in_every_run_is_still_one_lock_to_the_reduction():
 
 
 @pytest.mark.slow
-def test_sodamem_patch_supersede_reduced_reaches_every_outcome():
+def test_sodamem_delete_vs_supersede_reduced_reaches_every_outcome():
     pytest.importorskip("sodamem")
-    full, reduced = _both(lambda: load_engine("sodamem"), "patch-supersede", 2)
+    full, reduced = _both(lambda: load_engine("sodamem"), "delete-vs-supersede", 2)
     assert full.complete and reduced.complete and reduced.outcomes == full.outcomes
     assert reduced.explored < full.explored
