@@ -88,7 +88,8 @@ def toki_certify(toki_server):
 
 @pytest.fixture
 def toki_certify_engine():
-    """``certify_engine(engine, scenario, *, budget=100, seed=0, expect="excludes", fail_on_design=False)``.
+    """``certify_engine(engine, scenario, *, budget=100, seed=0, expect="excludes", fail_on_design=False,
+    exhaustive=None, pct=None)``.
 
     Runs ``scenario`` of ``engine`` (toki's name for it, a ``module:factory`` string, or an engine
     object implementing :mod:`toki.harness.engine`) under the engine harness, with the verdicts of
@@ -98,24 +99,34 @@ def toki_certify_engine():
     show too) is not an anomaly: it fails the test only with ``fail_on_design=True``, and is named
     when an expected anomaly is missing. An unverifiable run (the engine did something the harness
     did not control, or its read-out is empty) fails either way, with the reason; a plug-in whose
-    own method raises fails with one line naming the method. Returns the :class:`toki.harness.search.SearchResult`.
+    own method raises fails with one line naming the method. ``exhaustive=K`` searches every
+    interleaving with at most K preemptions (``budget`` then caps the runs only when given), and
+    an "excludes" must be a complete certificate; ``pct=D`` draws ``budget`` PCT schedules. Returns
+    the :class:`toki.harness.search.Certificate` (``admits``, ``found``, ``tried``, ``search``).
     """
     from toki.engines.registry import load_engine
     from toki.harness.controller import Unverifiable
     from toki.harness.engine import connect_database
-    from toki.harness.search import context_switches, search
+    from toki.harness.search import certify_search, context_switches
     from toki.harness.trial import PluginError, TrialRunner
 
-    def run(engine, scenario, *, budget=100, seed=0, expect="excludes", fail_on_design=False):
+    def run(engine, scenario, *, budget=None, seed=0, expect="excludes", fail_on_design=False, exhaustive=None,
+            pct=None):
         if expect not in ("excludes", "admits"):
             raise ValueError(f"expect={expect!r}: use 'excludes' or 'admits'")
+        if exhaustive is not None and pct is not None:
+            raise ValueError("exhaustive= and pct= are two ways to search; pass one")
+        mode, bound = ("exhaustive", exhaustive) if exhaustive is not None else ("pct", pct) if pct is not None \
+            else ("random", None)
+        if budget is None and mode != "exhaustive":
+            budget = 100
         if isinstance(engine, str):
             engine = load_engine(None, engine) if ":" in engine else load_engine(engine, None)
         connect_database(engine, None)
         where = f"{engine.name} {scenario}"
         try:
             with TrialRunner(engine, scenario) as runner:
-                res = search(runner, budget=budget, seed=seed)
+                res = certify_search(runner, mode=mode, bound=bound, budget=budget, seed=seed)
                 design = next((f for _, _, o in runner.serial_runs for f in runner.by_design(o)), None)
                 silent = runner.silent
         except Unverifiable as e:
@@ -130,6 +141,8 @@ def toki_certify_engine():
             pytest.fail(f"{where} admits: " + "; ".join(f.anomalies)
                         + f"\nminimal interleaving ({context_switches(f.trace)} context switches), grants:\n"
                         + " ".join(f.trace.grants), pytrace=False)
+        if expect == "excludes" and mode == "exhaustive" and not res.search["complete"]:
+            pytest.fail(f"{where}: {res.search['guarantee']}", pytrace=False)
         if fail_on_design and design:
             pytest.fail(f"{where}: by design (a serial order shows it): {design}", pytrace=False)
         if expect == "admits" and not res.admits:

@@ -72,3 +72,12 @@ def test_every_verdict_says_what_its_search_rests_on(capsys):
     assert rc == 1 and v["verdict"] == "admits" and v["replayed"] is True
     rc = main(["certify", "--engine-module", "tests.toy_engine:counter", "--pct", "1", "--exhaustive", "1"])
     assert rc == 2 and "two ways to search" in capsys.readouterr().err
+
+
+def test_the_pytest_plugin_takes_the_same_searches(toki_certify_engine):
+    cert = toki_certify_engine("tests.toy_engine:counter_locked", "increment", exhaustive=2)
+    assert cert.search["complete"] and cert.search["mode"] == "exhaustive"
+    cert = toki_certify_engine("tests.toy_engine:counter", "increment", exhaustive=2, expect="admits")
+    assert cert.admits
+    cert = toki_certify_engine("tests.toy_engine:counter", "increment", pct=2, budget=60, expect="admits")
+    assert cert.search["mode"] == "pct"

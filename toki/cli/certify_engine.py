@@ -49,52 +49,12 @@ def _server_for(engine, dsn):
     connect_database(engine, dsn)
 
 
-def _search(runner, *, mode: str, bound: int | None, budget: int, seed: int, on_trial) -> tuple:
-    """Run the chosen search; (found trial or None, examples tried, shrinks, the verdict's "search" object)."""
-    if mode == "exhaustive":
-        from toki.harness.explore import explore
-
-        # Iterative context bounding (CHESS): K = 0, 1, ... so that a race is found with the fewest
-        # preemptions, and a bound with no anomaly is covered completely before the next.
-        explored = pruned = 0
-        res = None
-        for k in range(bound + 1):
-            res = explore(runner, bound=k, max_runs=None if budget is None else max(1, budget - explored),
-                          on_run=on_trial)
-            explored, pruned = explored + res.explored, pruned + res.pruned
-            if res.found is not None or not res.complete:
-                break
-        if res.found is not None:
-            guarantee = f"an anomaly with at most {k} preemption(s), after {explored} interleavings"
-        elif res.complete:
-            guarantee = (f"no anomaly in any interleaving with at most {bound} preemption(s): {explored} explored, "
-                         f"{pruned} pruned as equivalent")
-        else:
-            guarantee = (f"incomplete: cut short by --budget after {explored} interleavings at {k} preemption(s); "
-                         "no guarantee beyond them")
-        return res.found, explored, 0, {"mode": "exhaustive", "bound": bound, "explored": explored, "pruned": pruned,
-                                        "complete": res.found is None and res.complete, "guarantee": guarantee}
-    if mode == "pct":
-        from toki.harness.pct import pct_search
-
-        res = pct_search(runner, depth=bound, runs=budget, seed=seed, on_run=on_trial)
-        return res.found, res.runs, 0, {"mode": "pct", "bound": bound, "explored": res.runs, "pruned": 0,
-                                        "complete": False, "guarantee": res.guarantee()}
-    from toki.harness.search import search
-
-    res = search(runner, budget=budget, seed=seed, on_trial=on_trial)
-    guarantee = (f"an anomaly found in random interleaving {res.tried}" if res.found is not None else
-                 f"no anomaly in {res.tried} random interleavings (Hypothesis grant tapes at four switching rates): "
-                 "a sample, not a bound")
-    return res.found, res.tried, res.shrinks, {"mode": "random", "bound": None, "explored": res.tried, "pruned": 0,
-                                               "complete": False, "guarantee": guarantee}
-
-
 def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: float, witness: str | None,
                      png: str | None, svg: str | None, bar=None, mode: str = "random",
                      bound: int | None = None) -> dict:
     """One scenario: serial orders, search, shrink, witness and picture; the verdict row."""
     from toki.harness.controller import ReplayChooser, Unverifiable
+    from toki.harness.search import certify_search
     from toki.harness.trial import TrialRunner
     from toki.harness.witness import Witness, digest
     from toki.runinfo import provenance
@@ -111,10 +71,10 @@ def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: f
         total = budget if budget is not None else None
         task = bar.add_task(f"{engine.name} {name}", total=total) if bar is not None else None
         try:
-            found, tried, shrinks, how = _search(
-                runner, mode=mode, bound=bound, budget=budget, seed=seed,
-                on_trial=None if bar is None else (lambda n, hit: bar.update(task, completed=n)))
-            v.update(trials=tried, shrinks=shrinks, search=how,
+            cert = certify_search(runner, mode=mode, bound=bound, budget=budget, seed=seed,
+                                  on_trial=None if bar is None else (lambda n, hit: bar.update(task, completed=n)))
+            found = cert.found
+            v.update(trials=cert.tried, shrinks=cert.shrinks, search=cert.search,
                      serial_orders=sum(len(o) for o in runner.serial_outcomes().values()))
             design = [(t, o, runner.by_design(o)) for _, t, o in runner.serial_runs]
             design = [d for d in design if d[2]]

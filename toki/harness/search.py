@@ -144,3 +144,60 @@ def _fewer_switches(runner: TrialRunner, tape: list[int], found: TrialResult, re
 
 def replay(runner: TrialRunner, grants: list[str]) -> TrialResult:
     return runner.trial(ReplayChooser(grants))
+
+
+@dataclass
+class Certificate:
+    """What a search found and what its verdict rests on (the verdict row's ``search`` object)."""
+
+    found: TrialResult | None
+    tried: int
+    shrinks: int
+    search: dict
+
+    @property
+    def admits(self) -> bool:
+        return self.found is not None
+
+
+def certify_search(runner: TrialRunner, *, mode: str = "random", bound: int | None = None, budget: int | None = 100,
+                   seed: int = 0, on_trial: Callable[[int, bool], None] | None = None) -> Certificate:
+    """Search a scenario the way ``mode`` says: "random" (Hypothesis tapes, ``budget`` of them),
+    "pct" (``budget`` PCT runs of depth ``bound``) or "exhaustive" (every interleaving with at most
+    ``bound`` preemptions, ``budget`` capping the runs when given)."""
+    if mode == "exhaustive":
+        from toki.harness.explore import explore
+
+        # Iterative context bounding (CHESS): K = 0, 1, ... so that a race is found with the fewest
+        # preemptions, and a bound with no anomaly is covered completely before the next.
+        explored = pruned = 0
+        res = None
+        for k in range(bound + 1):
+            res = explore(runner, bound=k, max_runs=None if budget is None else max(1, budget - explored),
+                          on_run=on_trial)
+            explored, pruned = explored + res.explored, pruned + res.pruned
+            if res.found is not None or not res.complete:
+                break
+        if res.found is not None:
+            guarantee = f"an anomaly with at most {k} preemption(s), after {explored} interleavings"
+        elif res.complete:
+            guarantee = (f"no anomaly in any interleaving with at most {bound} preemption(s): {explored} explored, "
+                         f"{pruned} pruned as equivalent")
+        else:
+            guarantee = (f"incomplete: cut short by --budget after {explored} interleavings at {k} preemption(s); "
+                         "no guarantee beyond them")
+        return Certificate(res.found, explored, 0, {"mode": "exhaustive", "bound": bound, "explored": explored,
+                                                    "pruned": pruned, "complete": res.found is None and res.complete,
+                                                    "guarantee": guarantee})
+    if mode == "pct":
+        from toki.harness.pct import pct_search
+
+        res = pct_search(runner, depth=bound, runs=budget, seed=seed, on_run=on_trial)
+        return Certificate(res.found, res.runs, 0, {"mode": "pct", "bound": bound, "explored": res.runs, "pruned": 0,
+                                                    "complete": False, "guarantee": res.guarantee()})
+    res = search(runner, budget=budget, seed=seed, on_trial=on_trial)
+    guarantee = (f"an anomaly found in random interleaving {res.tried}" if res.found is not None else
+                 f"no anomaly in {res.tried} random interleavings (Hypothesis grant tapes at four switching rates): "
+                 "a sample, not a bound")
+    return Certificate(res.found, res.tried, res.shrinks, {"mode": "random", "bound": None, "explored": res.tried,
+                                                           "pruned": 0, "complete": False, "guarantee": guarantee})
