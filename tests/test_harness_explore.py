@@ -19,19 +19,27 @@ from toki.harness.explore import NOTHING, ExploringChooser, _Tree, explore
 from toki.harness.trial import TrialRunner
 
 
-def _grants(engine, scenario: str, **kw):
-    seen: set[tuple[str, ...]] = set()
-    with TrialRunner(engine, scenario) as tr:
-        res = explore(tr, on_run=lambda n, r: seen.add(tuple(r.trace.grants)), **kw)
-        serial = {tuple(t.grants) for _, t, _ in tr.serial_runs}
-    return res, seen, serial
+class _Recording(TrialRunner):
+    """Keeps the grant sequence of every trial."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.seen: list[tuple[str, ...]] = []
+
+    def trial(self, chooser):
+        r = super().trial(chooser)
+        self.seen.append(tuple(r.trace.grants))
+        return r
 
 
 @pytest.mark.parametrize("reduce", [False, True])
 def test_bound_zero_runs_exactly_the_serial_orders(reduce):
-    res, seen, serial = _grants(toy_engine.counter(), "increment", bound=0, reduce=reduce, stop_at_first=False)
-    assert res.complete and res.explored == len(seen) == 2
-    assert seen == serial
+    runs = []
+    with _Recording(toy_engine.counter(), "increment") as tr:
+        res = explore(tr, bound=0, reduce=reduce, stop_at_first=False, on_run=lambda n, hit: runs.append((n, hit)))
+        serial = {tuple(t.grants) for _, t, _ in tr.serial_runs}
+    assert res.complete and res.explored == len(set(tr.seen)) == 2 and runs == [(1, False), (2, False)]
+    assert set(tr.seen) == serial
 
 
 def test_the_racy_counter_loses_an_update_within_one_preemption_and_the_fixed_one_is_certified():

@@ -307,10 +307,11 @@ class ExploreResult:
 def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_first: bool = True,
             max_runs: int | None = None, time_limit_s: float | None = None,
             want: Callable[[TrialResult], bool] | None = None,
-            on_run: Callable[[int, TrialResult], None] | None = None) -> ExploreResult:
+            on_run: Callable[[int, bool], None] | None = None) -> ExploreResult:
     """Run every interleaving with at most ``bound`` preemptions (with ``reduce``, skipping those
     equivalent to one already run) until an anomaly ``want`` accepts is found (``stop_at_first``),
-    ``max_runs`` runs or ``time_limit_s`` seconds. ``on_run(n, result)`` follows each run."""
+    ``max_runs`` runs or ``time_limit_s`` seconds. ``on_run(runs so far, anomalous)`` follows each run, as
+    :func:`~toki.harness.search.search`'s ``on_trial``."""
     if bound < 0:
         raise ConfigError(f"bound {bound} must be at least 0", fix="pass 0 for the serial orders, 2 or 3 to search")
     t0 = time.perf_counter()
@@ -325,7 +326,7 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
         res.outcomes.add(r.outcome.key)
         hit = not r.serializable and (want is None or want(r))
         if on_run is not None:
-            on_run(res.explored, r)
+            on_run(res.explored, hit)
         if hit and res.found is None:
             res.found = r
         if not tree.backtrack():
