@@ -394,6 +394,12 @@ class Controller:
         a = self._agents.get(agent)
         return a.pending if a is not None and a.state != "done" else None
 
+    def pending_lock(self, agent: str) -> Any:
+        """The lock, condition, gate or event ``agent``'s pending call waits for, if any (the
+        object itself: engines give several locks one name)."""
+        a = self._agents.get(agent)
+        return a.want_lock if a is not None and a.state != "done" else None
+
     # -- called from agent threads (through the hooks) ----------------------------------------
     def step(self, kind: str, detail: str, fn: Callable[[], Any], *, lock=None,
              busy: Callable[[BaseException], bool] | None = None, db: DbSession | None = None) -> Any:

@@ -272,7 +272,7 @@ class ExploringChooser(Chooser):
     def _stable(self, agent: str, fp: Footprint) -> Footprint:
         if fp.space != "lock":
             return fp
-        obj = self._ctl._agents[agent].want_lock  # until the controller says what a pending step waits for
+        obj = self._ctl.pending_lock(agent)
         if not isinstance(obj, InstrumentedLock):
             return fp  # a semaphore: its name is where it was created, the same in every run
         _, alias = self._locks.setdefault(id(obj), (obj, f"lock {len(self._locks)}"))
