@@ -223,3 +223,27 @@ def test_psycopg_transaction_blocks_begin_and_commit_as_steps(toki_server):
         trace, _ = runner.run(SerialChooser(["A", "B"]))
         a = [s.kind for s in trace.steps if s.agent == "A"]
         assert a.count("pg-txn") >= 2, a  # BEGIN and COMMIT of the block, each a step
+
+
+class BackOff(WithConn):
+    """A back-off between the read and the write, longer than the harness's idle limit."""
+
+    name = "back-off"
+
+    def increment(self, conn, agent):
+        import time
+
+        with conn:
+            n = conn.execute("select n from c").fetchone()[0]
+        time.sleep(0.5)
+        with conn:
+            conn.execute("update c set n = ?", (n + 1,))
+
+
+def test_an_agents_sleep_is_virtual_time_not_an_unseen_wait():
+    import time
+
+    t0 = time.perf_counter()
+    with TrialRunner(BackOff(), "increment") as runner:
+        assert search(runner, budget=30, seed=0).admits
+    assert time.perf_counter() - t0 < 10  # 30+ runs of two 0.5 s sleeps would take longer

@@ -145,14 +145,17 @@ class Stray(_Base):
     def open(self, location):
         conn = sqlite3.connect(Path(location) / "c.db", isolation_level=None)
         conn.execute("create table if not exists c (n int)")
-        go = threading.Event()
+        go, done = threading.Event(), threading.Event()
 
         def flusher():
             go.wait()
-            conn.execute("update c set n = n + 100")
+            try:
+                conn.execute("update c set n = n + 100")
+            finally:
+                done.set()
 
         threading.Thread(target=flusher, name="background-flusher", daemon=True).start()
-        return conn, go
+        return conn, go, done
 
     def setup(self, h):
         h[0].execute("insert into c values (0)")
@@ -164,11 +167,10 @@ class Stray(_Base):
         return {"n": h[0].execute("select n from c").fetchone()[0]}
 
     def increment(self, h, agent):
-        conn, go = h
+        conn, go, done = h
         n = conn.execute("select n from c").fetchone()[0]
         go.set()
-        import time
-        time.sleep(0.05)
+        done.wait()  # the flusher has tried its write by now, inside the run
         conn.execute("update c set n = ?", (n + 1,))
 
 

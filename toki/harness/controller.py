@@ -484,6 +484,13 @@ class Controller:
         rec.status = "ok"
         self._completed(agent, rec)
 
+    def poke(self) -> None:
+        """A thread outside the agents set an event, freed a permit or notified: decide again if
+        every agent was waiting."""
+        with self._mutex:
+            if self._holder is None and not self._finished:
+                self._decide()
+
     def agent_idents(self) -> set[int]:
         return {a.thread.ident for a in self._agents.values() if a.thread is not None}
 
@@ -618,6 +625,8 @@ class Controller:
                 if timed:  # nothing else can happen: time passes, and a timed wait runs out
                     self._grant(self._agents[self.chooser.victim(timed)])
                     return
+                if any(getattr(a.want_lock, "external", False) for a in live if a.state == "waiting"):
+                    return  # a thread outside the agents may set the event or free the permit (poke)
                 foreign = [a for a in live if a.want_lock is not None
                            and str(getattr(a.want_lock, "owner", "")).startswith("thread:")]
                 if foreign:

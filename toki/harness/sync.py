@@ -13,10 +13,17 @@ from __future__ import annotations
 import threading
 import time
 
-from toki.harness.controller import current_agent
+from toki.harness.controller import current_agent, running
 from toki.harness.locks import InstrumentedLock
 
 _POLL_S = 0.001
+
+
+def _poke() -> None:
+    """A non-agent changed what agents wait for: let the controller look again."""
+    ctl = running()
+    if ctl is not None and current_agent() is None:
+        ctl.poke()
 
 
 def _who() -> str:
@@ -26,6 +33,8 @@ def _who() -> str:
 
 class _Until:
     """What a waiting agent's step waits for: ``ready(who)``; a timed wait may also time out."""
+
+    external = True  # a thread outside the agents may satisfy it: not a deadlock among agents
 
     def __init__(self, name: str, ready, timed: bool, lock: InstrumentedLock | None = None):
         self.name, self._ready, self.timed, self._lock = name, ready, timed, lock
@@ -103,12 +112,15 @@ class InstrumentedCondition:
         for w in self._waiters[:n]:
             self._notified.add(w)
         del self._waiters[:n]
+        _poke()
 
     def notify_all(self) -> None:
         self.notify(len(self._waiters))
 
 
 class InstrumentedSemaphore:
+    external = True  # a thread outside the agents may release it
+
     def __init__(self, name: str, value: int = 1, bounded: bool = False):
         if value < 0:
             raise ValueError("semaphore initial value must be >= 0")
@@ -147,6 +159,7 @@ class InstrumentedSemaphore:
             if self._bound is not None and self._value + n > self._bound:
                 raise ValueError("Semaphore released too many times")
             self._value += n
+        _poke()
 
     __enter__ = acquire
 
@@ -165,6 +178,7 @@ class InstrumentedEvent:
 
     def set(self) -> None:
         self._flag = True
+        _poke()
 
     def clear(self) -> None:
         self._flag = False

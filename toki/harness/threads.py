@@ -21,15 +21,19 @@ drivers keep the real ones.
   a storage call while it is not doing an agent's item is refused (fail closed).
 - Work an agent gives a thread pool (``asyncio.to_thread``, ``loop.run_in_executor``) runs in
   the agent's own thread, so its storage calls are the agent's steps.
+- ``time.sleep`` and ``asyncio.sleep`` on an agent return at once (virtual time): a back-off
+  between storage calls lets the others run at the next call, as a real sleep would.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import queue
 import sys
 import threading
+import time
 import time as _time
 from collections import deque
 from typing import Any
@@ -38,7 +42,7 @@ from toki.harness import controller as _ctl
 from toki.harness.locks import InstrumentedLock
 from toki.harness.sync import InstrumentedCondition, InstrumentedEvent, InstrumentedSemaphore
 
-_REAL = {"Lock": threading.Lock, "RLock": threading.RLock, "Condition": threading.Condition,
+_REAL = {"sleep": time.sleep, "Lock": threading.Lock, "RLock": threading.RLock, "Condition": threading.Condition,
          "Semaphore": threading.Semaphore, "BoundedSemaphore": threading.BoundedSemaphore, "Event": threading.Event,
          "Queue": queue.Queue, "SimpleQueue": queue.SimpleQueue}
 
@@ -270,7 +274,27 @@ def _condition(where, lock=None):
     return InstrumentedCondition(f"Condition created at {where}", lock)
 
 
+def _sleep(secs: float) -> None:
+    """Virtual time for agents: a sleep between storage calls returns at once. The agent's next
+    storage call is a decision where the others may run, which is all a real sleep allows them;
+    and a back-off loop no longer reads as a wait the harness cannot see."""
+    me = _ctl.current_agent()
+    if me is None or _ctl.running() is not me[0]:
+        return _REAL["sleep"](secs)
+    if secs < 0:
+        raise ValueError("sleep length must be non-negative")
+    return None
+
+
+async def _asleep(delay: float, result=None):
+    me = _ctl.current_agent()
+    return await _REAL_ASLEEP(0 if me is not None and _ctl.running() is me[0] else delay, result)
+
+
+_REAL_ASLEEP = asyncio.sleep
+
 _FACTORIES = {
+    "sleep": _sleep,
     "Lock": _make_lock, "RLock": _make_rlock,
     "Condition": _factory("Condition", _condition),
     "Semaphore": _factory("Semaphore", lambda where, value=1: InstrumentedSemaphore(
@@ -333,7 +357,8 @@ def installed():
     pool_submit = concurrent.futures.ThreadPoolExecutor.submit
     concurrent.futures.ThreadPoolExecutor.submit = _submit_inline(pool_submit)
     saved_mod = [(threading, n) for n in ("Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore", "Event")]
-    saved_mod += [(queue, "Queue"), (queue, "SimpleQueue")]
+    saved_mod += [(queue, "Queue"), (queue, "SimpleQueue"), (time, "sleep")]
+    asyncio.sleep = _asleep
     for m, name in saved_mod:
         setattr(m, name, _FACTORIES[name])
     rebound = []
@@ -345,6 +370,7 @@ def installed():
         yield
     finally:
         concurrent.futures.ThreadPoolExecutor.submit = pool_submit
+        asyncio.sleep = _REAL_ASLEEP
         for m, name in saved_mod:
             setattr(m, name, _REAL[name])
         for g, name, which in rebound:
