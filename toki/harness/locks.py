@@ -15,6 +15,12 @@ import threading
 from toki.harness.controller import current_agent
 
 
+def who() -> str:
+    """The calling agent's name, or the thread that is none (locks held by one are foreign)."""
+    me = current_agent()
+    return me[1].name if me else f"thread:{threading.get_ident()}"
+
+
 class InstrumentedLock:
     def __init__(self, name: str, *, reentrant: bool = True):
         self.name, self.reentrant = name, reentrant
@@ -23,8 +29,7 @@ class InstrumentedLock:
         self.count = 0
 
     def _who(self) -> str:
-        me = current_agent()
-        return me[1].name if me else f"thread:{threading.get_ident()}"
+        return who()
 
     def available_to(self, who: str) -> bool:
         return self.owner is None or (self.reentrant and self.owner == who)

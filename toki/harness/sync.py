@@ -14,7 +14,7 @@ import threading
 import time
 
 from toki.harness.controller import current_agent, running
-from toki.harness.locks import InstrumentedLock
+from toki.harness.locks import InstrumentedLock, who as _who
 
 _POLL_S = 0.001
 
@@ -25,10 +25,6 @@ def _poke() -> None:
     if ctl is not None and current_agent() is None:
         ctl.poke()
 
-
-def _who() -> str:
-    me = current_agent()
-    return me[1].name if me else f"thread:{threading.get_ident()}"
 
 
 class _Until:
