@@ -81,3 +81,18 @@ def test_the_pytest_plugin_takes_the_same_searches(toki_certify_engine):
     assert cert.admits
     cert = toki_certify_engine("tests.toy_engine:counter", "increment", pct=2, budget=60, expect="admits")
     assert cert.search["mode"] == "pct"
+
+
+@pytest.mark.parametrize("how", [["--exhaustive", "2"], ["--pct", "2", "--budget", "10"]])
+def test_a_search_told_nothing_or_not_in_control_never_certifies(capsys, how):
+    """An engine whose read-out is empty, or whose storage the harness does not see, is
+    unverifiable under every search: a complete exhaustive search over nothing is no certificate."""
+    import json
+
+    from toki.cli import main
+
+    for spec in ("tests.toy_engine:counter_silent", "tests.test_harness_paths:Invisible"):
+        rc = main(["certify", "--engine-module", spec, *how, "--json", "-"])
+        (v,) = json.loads(capsys.readouterr().out)["verdicts"]
+        assert rc == 1 and v["verdict"] == "unverifiable", (spec, v)
+        assert v["search"]["complete"] is False

@@ -99,6 +99,8 @@ def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: f
             v.update(verdict="unverifiable", reason=_one_line(e))
     if v["verdict"] == "unverifiable":
         v["anomalies"] = [f"unverifiable: {v['reason']}"]
+        # whatever the search covered, it covered calls that cannot be judged: no certificate
+        v["search"] = {**v["search"], "complete": False, "guarantee": f"none: {v['reason']}"}
     if w is not None:
         v.update(context_switches=w.context_switches, grants=len(w.grants), runs=w.runs(), switches=w.switches())
         if v["verdict"] == "admits":
