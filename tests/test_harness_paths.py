@@ -145,27 +145,43 @@ def test_work_an_agent_gives_a_thread_pool_is_the_agents_own_steps():
         assert search(runner, budget=30, seed=0).admits
 
 
-class Gather(ToThread):
-    """One agent's two concurrent tasks each make a storage call."""
+@pytest.mark.db
+def test_an_agents_concurrent_tasks_each_take_their_own_steps(toki_server):
+    """asyncio.gather of two queries on two connections of one agent: while one task's query is
+    a granted step, the other's is not "inside" it; each is a step of its own."""
+    import psycopg
 
-    name = "gather"
+    class Gather(_Counter):
+        name = "gather"
 
-    async def increment(self, path, agent):
-        def read():
-            with sqlite3.connect(path, isolation_level=None) as c:
-                return c.execute("select n from c").fetchone()[0]
+        def open(self, location):
+            return toki_server.dsn
 
-        await asyncio.gather(asyncio.to_thread(read), asyncio.to_thread(read))
-        n = await asyncio.to_thread(read)
-        with sqlite3.connect(path, isolation_level=None) as c:
-            c.execute("update c set n = ?", (n + 1,))
+        def setup(self, dsn):
+            with psycopg.connect(dsn, autocommit=True) as c:
+                c.execute("drop table if exists toki_paths_gather")
+                c.execute("create table toki_paths_gather (n int)")
+                c.execute("insert into toki_paths_gather values (0)")
 
+        def state(self, dsn):
+            with psycopg.connect(dsn) as c:
+                return {"n": c.execute("select n from toki_paths_gather").fetchone()[0]}
 
-def test_an_agents_concurrent_tasks_each_take_their_own_steps():
+        async def increment(self, dsn, agent):
+            async def read():
+                async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+                    cur = await c.execute("select n, pg_sleep(0.01) from toki_paths_gather")
+                    return (await cur.fetchone())[0]
+
+            n, _ = await asyncio.gather(read(), read())
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+                await c.execute("update toki_paths_gather set n = %s", (n + 1,))
+
     with TrialRunner(Gather(), "increment") as runner:
-        trace, _ = runner.run(SerialChooser(["A", "B"]))
-        reads = [s for s in trace.steps if s.agent == "A" and s.kind == "sql-read"]
-        assert len(reads) == 3
+        trace, out = runner.run(SerialChooser(["A", "B"]))
+        assert out.state == {"n": 2}
+        reads = [s for s in trace.steps if s.agent == "A" and s.kind == "pg-read"]
+        assert len(reads) == 2, [(s.kind, s.detail) for s in trace.steps if s.agent == "A"]
 
 
 class Invisible(_Counter):

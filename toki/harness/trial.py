@@ -23,7 +23,7 @@ from typing import Any
 from toki.errors import ConfigError, TokiError
 from toki.harness import file_calls, mysql_calls, pg_calls, sqlite_calls, threads
 from toki.harness.controller import (STEP_LIMIT_S, Chooser, Controller, ReplayChooser, RunTrace, SerialChooser,
-                                     Unverifiable)
+                                     Unverifiable, _thread_idle)
 from toki.harness.engine import Engine, PluginError, Scenario, plugin_call
 
 _ONE_RUN = threading.Lock()
@@ -358,8 +358,6 @@ class TrialRunner:
 def _quiesce(started: set[threading.Thread], limit_s: float = 2.0) -> None:
     """Let the threads a library started in open() finish starting (connect, create tables, reach
     their first wait) before the agents run: what they do then is set-up, not an agent's call."""
-    from toki.harness.controller import _thread_idle
-
     deadline = time.monotonic() + limit_s
     settled: dict[int, tuple[bool, int]] = {}
     while time.monotonic() < deadline:
