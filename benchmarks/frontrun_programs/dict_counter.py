@@ -1,0 +1,89 @@
+"""A pure-Python shared dict as a counter: ``d["n"] = d["n"] + 1``, no storage at all.
+
+- ``racy``: no lock: a thread switch between the read and the store loses an update.
+- ``fixed``: a ``threading.Lock`` around the read-modify-write.
+
+toki is not built for this: it schedules storage calls, and these agents make none. Its fail-closed
+rule makes the honest answer *unverifiable* (an agent completed without a storage call the harness
+controls), never "excludes". frontrun traces bytecode and sees the race.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toki.harness import Detector, Scenario
+
+from . import AGENTS, lost_update
+
+
+@dataclass
+class Handle:
+    d: dict = field(default_factory=dict)
+    lock: threading.Lock | None = None
+
+
+def work(h: Handle) -> None:
+    """The code under test: one increment."""
+    with h.lock or nullcontext():
+        h.d["n"] = h.d["n"] + 1
+
+
+# -- toki ---------------------------------------------------------------------------------------
+
+class DictCounter:
+    executed = "real"
+    version = "builtin dict"
+
+    def __init__(self, variant: str):
+        self.fixed = variant == "fixed"
+        self.name = f"bench-dict-counter-{variant}"
+        self._stores: dict[str, Handle] = {}
+        self.scenarios = {"increment": Scenario(
+            "increment", "two threads add one to d['n'] in one shared dict" + (" under a lock" if self.fixed else ""),
+            AGENTS, self.increment, setup=self.seed, shared=True,
+            detectors=(Detector("lost-update", lost_update),), anomalies=("lost-update",))}
+
+    def open(self, location: Path) -> Handle:
+        # the "store" is one dict per run's folder, kept by the plug-in, so that the state read
+        # after the run (through a fresh open) sees what the agents did, as it would with a file
+        if str(location) not in self._stores:
+            self._stores[str(location)] = Handle({}, threading.Lock() if self.fixed else None)
+        return self._stores[str(location)]
+
+    def close(self, h: Handle) -> None:
+        pass
+
+    def discard(self, location: Path) -> None:
+        self._stores.pop(str(location), None)
+
+    def seed(self, h: Handle) -> None:
+        h.d["n"] = 0
+
+    def state(self, h: Handle) -> dict:
+        return dict(h.d)
+
+    def increment(self, h: Handle, agent: str) -> None:
+        work(h)
+
+
+def racy() -> DictCounter:
+    return DictCounter("racy")
+
+
+def fixed() -> DictCounter:
+    return DictCounter("fixed")
+
+
+# -- frontrun -----------------------------------------------------------------------------------
+
+def frontrun_case(variant: str, dsn: str | None = None):
+    fix = variant == "fixed"
+
+    def setup() -> Handle:
+        return Handle({"n": 0}, threading.Lock() if fix else None)
+
+    return setup, work, (lambda h: h.d["n"] == len(AGENTS)), (lambda: None)
