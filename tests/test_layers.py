@@ -24,7 +24,7 @@ LAYERS = {
     "runinfo": 4,
     "db": 5,
     "sched": 6,
-    "check": 7, "cluster": 7,
+    "check": 7, "cluster": 7, "conformance": 7,
     "matrix": 8, "harness": 8, "engines": 8.5, "faults": 8.5,
     "verify": 9,
     "cli": 10,
