@@ -41,7 +41,7 @@ from toki.errors import TokiError
 from toki.faults.child import killed, wait_child
 from toki.faults.proxy import FaultTimeout
 
-KINDS = ("kill", "torn")
+KINDS = ("kill", "torn", "power-loss")
 CHILD_LIMIT_S = 60.0
 
 
@@ -58,10 +58,14 @@ class EngineFault:
     retried: str | None = None
     seconds: float = 0.0
     skipped: str | None = None
+    detail: dict | None = None  # power loss: the crash state, its trace, the calls that had returned
 
     def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in ("system", "case", "kind", "point", "statement", "reported",
-                                              "survived", "findings", "retried", "seconds", "skipped")}
+        out = {k: getattr(self, k) for k in ("system", "case", "kind", "point", "statement", "reported",
+                                             "survived", "findings", "retried", "seconds", "skipped")}
+        if self.detail is not None:
+            out["detail"] = self.detail
+        return out
 
 
 class _CrashAt(Controller):

@@ -43,10 +43,69 @@ def summarize(results: Iterable) -> list[dict]:
     return list(rows.values())
 
 
-def fault_file(result, *, version: str, executed: str, options: dict, provenance: dict) -> dict:
-    return {"toki_faults": FORMAT, **{k: getattr(result, k) for k in _FIELDS}, "statement": result.statement,
-            "version": version, "executed": executed, "options": options, "reported": result.reported,
-            "findings": list(result.findings), "survived": result.survived, "provenance": provenance}
+def category(finding: str) -> str:
+    """A finding's kind: the words before its colon (``lost``, ``does not open``, ``half-done``...)."""
+    return finding.split(":", 1)[0]
+
+
+def representatives(bad: list) -> list:
+    """One not-survived fault per (case, kind), and for power loss one per (case, kind of finding):
+    the one with the shortest trace (ALICE reports the smallest set of operations that shows it)."""
+    best: dict[tuple, object] = {}
+    for r in bad:
+        key = (r.case, r.kind, category(r.findings[0]) if r.kind == "power-loss" and r.findings else "")
+        cur = best.get(key)
+        size = len((getattr(r, "detail", None) or {}).get("trace", ()))
+        if cur is None or size < len((getattr(cur, "detail", None) or {}).get("trace", ())):
+            best[key] = r
+    return list(best.values())
+
+
+def power_summary(sys_, results: list) -> dict:
+    """Per case: crash states built and explored (distinct), survived, lost acknowledged data, do
+    not open, half-done, states per second, and the minimal trace of each kind of finding."""
+    out: dict[str, dict] = {}
+    by_case: dict[str, list] = {}
+    for r in results:
+        by_case.setdefault(r.case, []).append(r)
+    for case, rs in by_case.items():
+        pl = sys_.power(case)
+        why = pl.applicable()
+        detail = rs[0].detail or {}
+        if why is not None:
+            out[case] = {"not_run": why, "sqlite": detail.get("sqlite"), "sqlite_files": detail.get("sqlite_files"),
+                         "failed": not rs[0].survived}
+            continue
+        bad = [r for r in rs if not r.survived]
+        cats = {"lost": 0, "does not open": 0, "half-done": 0}
+        for r in bad:
+            c = category(r.findings[0])
+            cats[c] = cats.get(c, 0) + 1
+        secs = sum(r.seconds for r in rs)
+        minimal = {}
+        for r in representatives(bad):
+            minimal[category(r.findings[0])] = {"point": r.point, "finding": r.findings[0],
+                                                "trace": r.detail["trace"]}
+        first = bad and min(bad, key=lambda r: len(r.detail["trace"]))
+        out[case] = {"constructed": pl.constructed, "explored": len(rs), "of": len(pl.states()),
+                     "operations": len(pl.trace().ops), "survived": len(rs) - len(bad), "lost": cats["lost"],
+                     "unopenable": cats["does not open"], "half_done": cats["half-done"],
+                     "states_per_s": round(len(rs) / secs, 1) if secs else 0.0,
+                     "first": f"{first.findings[0]}"[:110] if first else None, "minimal": minimal}
+    return out
+
+
+def fault_file(result, *, version: str, executed: str, options: dict, provenance: dict,
+               engine_module: str | None = None) -> dict:
+    doc = {"toki_faults": FORMAT, **{k: getattr(result, k) for k in _FIELDS}, "statement": result.statement,
+           "version": version, "executed": executed, "options": options, "reported": result.reported,
+           "findings": list(result.findings), "survived": result.survived, "provenance": provenance}
+    if engine_module is not None:
+        doc["engine_module"] = engine_module  # a plug-in: --replay loads it again
+    detail = getattr(result, "detail", None)
+    if detail is not None:
+        doc["detail"] = detail
+    return doc
 
 
 def save(doc: dict, path: str | Path) -> Path:
@@ -82,6 +141,11 @@ def load(path: str | Path) -> dict:
                               fix=fix)
     if d["point"] < 0:
         raise ConfigError(f"fault file {p}: point {d['point']} is negative", fix=fix)
+    if "engine_module" in d and (not isinstance(d["engine_module"], str) or ":" not in d["engine_module"]):
+        raise ConfigError(f"fault file {p}: engine_module must be MODULE:FACTORY (got {d['engine_module']!r:.40})",
+                          fix=fix)
+    if not isinstance(d.get("detail", {}), dict):
+        raise ConfigError(f"fault file {p}: detail must be a table", fix=fix)
     if not isinstance(d.get("options", {}), dict) or not isinstance(d.get("findings", []), list):
         raise ConfigError(f"fault file {p}: options must be a table and findings a list", fix=fix)
     return d

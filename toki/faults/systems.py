@@ -83,16 +83,28 @@ class WritePathSystem:
 
 
 class EngineSystem:
-    def __init__(self, name: str, kinds: tuple[str, ...], step_limit_s: float):
+    """An engine toki ships (by name) or a plug-in (``module:factory``, the protocol of ``toki certify
+    --engine-module``): kills, torn writes and power-loss crash states of its scenarios."""
+
+    def __init__(self, name: str, kinds: tuple[str, ...], step_limit_s: float, *, module: str | None = None,
+                 explicit: bool = False, dsn: str | None = None):
         from toki.engines.registry import load_engine
         from toki.faults import engines
 
-        self.name = name
-        self.engine = load_engine(ENGINE_ALIASES.get(name, name))
+        if module is not None:
+            from toki.harness.engine import connect_database
+
+            self.engine = load_engine(module=module)
+            connect_database(self.engine, dsn)
+            self.name = str(self.engine.name)
+        else:
+            self.name = name
+            self.engine = load_engine(ENGINE_ALIASES.get(name, name))
+        self.module = module
         self.version, self.executed = str(self.engine.version), getattr(self.engine, "executed", "real")
         self.kinds = [k for k in kinds if k in engines.KINDS]
-        self._mod, self._step_limit = engines, step_limit_s
-        self._open: dict[str, object] = {}
+        self._mod, self._step_limit, self._explicit = engines, step_limit_s, explicit
+        self._open: dict[tuple[str, bool], object] = {}
 
     @property
     def backend(self) -> dict:
@@ -101,23 +113,39 @@ class EngineSystem:
     def cases(self) -> list[str]:
         return list(self.engine.scenarios)
 
-    def _faults(self, case: str):
+    def _faults(self, case: str, power: bool = False):
         if case not in self.engine.scenarios:
             raise ConfigError(f"engine {self.name} has no scenario {case!r}",
                               fix="choose one of " + ", ".join(self.engine.scenarios))
-        if case not in self._open:
+        key = (case, power)
+        if key not in self._open:
             for other in list(self._open):  # one scenario's scratch folder at a time
                 self._open.pop(other).close()
-            self._open[case] = self._mod.EngineFaults(self.engine, case, step_limit_s=self._step_limit)
-        return self._open[case]
+            if power:
+                from toki.faults.power_loss import PowerLossFaults
+
+                self._open[key] = PowerLossFaults(self.engine, case, step_limit_s=self._step_limit,
+                                                  explicit=self._explicit)
+            else:
+                self._open[key] = self._mod.EngineFaults(self.engine, case, step_limit_s=self._step_limit)
+        return self._open[key]
 
     def points(self, case: str, kind: str) -> list[int]:
+        if kind == "power-loss":
+            return self._faults(case, True).points()
         return self._faults(case).points(kind) if kind in self._mod.KINDS else []
 
-    def run(self, case: str, kind: str, point: int):
-        r = self._faults(case).run(kind, point)
+    def run(self, case: str, kind: str, point: int, crash=None):
+        if kind == "power-loss":
+            r = self._faults(case, True).run(point, crash)
+        else:
+            r = self._faults(case).run(kind, point)
         r.system = self.name
         return r
+
+    def power(self, case: str):
+        """The power-loss runner of a case (its trace and counts), for the report."""
+        return self._faults(case, True)
 
     def close(self) -> None:
         for f in self._open.values():
@@ -126,12 +154,18 @@ class EngineSystem:
         self._open.clear()
 
 
-def system(name: str, *, dsn: str | None = None, kinds: tuple[str, ...] = (), step_limit_s: float = 10.0):
+def system(name: str | None, *, dsn: str | None = None, kinds: tuple[str, ...] = (), step_limit_s: float = 10.0,
+           module: str | None = None):
+    """A system by name, or the plug-in ``module`` (``pkg.mod:factory``). ``kinds`` empty: every kind
+    that applies; a kind named in ``kinds`` that cannot be judged on the system's storage fails."""
     from toki.faults import engines, write_path
 
+    explicit = bool(kinds)
     kinds = kinds or tuple(dict.fromkeys((*write_path.KINDS, *engines.KINDS)))
+    if module is not None:
+        return EngineSystem(module, kinds, step_limit_s, module=module, explicit=explicit, dsn=dsn)
     if name in WRITE_PATHS:
         return WritePathSystem(name, dsn, kinds)
     if name in names():
-        return EngineSystem(name, kinds, step_limit_s)
+        return EngineSystem(name, kinds, step_limit_s, explicit=explicit)
     raise ConfigError(f"unknown system {name!r}", fix="choose one of " + ", ".join(names()) + ", or all")
