@@ -30,7 +30,8 @@ class _Version(argparse.Action):
         parser.exit()
 
 # Order is the order shown in --help.
-COMMANDS = ("demo", "db", "run", "matrix", "experiment", "check", "gen", "prove", "certify", "engines", "faults")
+COMMANDS = ("demo", "db", "run", "matrix", "experiment", "check", "gen", "prove", "certify", "engines", "faults",
+            "conformance")
 
 
 class _Parser(argparse.ArgumentParser):

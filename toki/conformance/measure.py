@@ -12,6 +12,8 @@ import contextlib
 import time
 
 from toki.conformance.cases import CASES, FORMS
+from toki.conformance.database import describe
+from toki.conformance.hermitage import compare
 from toki.conformance.judge import Decision, decide
 from toki.errors import ConfigError, ScheduleError, StepTimeout
 from toki.levels import Isolation, parse_isolation
@@ -71,8 +73,9 @@ def _run_json(res) -> dict:
     return d
 
 
-def measure(server, *, cases=None, levels=None, step_limit_s: float = 10.0, progress=None) -> list[dict]:
-    """Every cell, in table order (levels down, cases across)."""
+def measure(server, *, cases=None, levels=None, step_limit_s: float = 10.0) -> dict:
+    """``{"database", "levels", "cases", "cells", "hermitage"}``: every cell in table order (levels
+    down, cases across), the database and its settings, and the comparison with Hermitage's column."""
     from toki.sched import Runner
 
     chosen = pick_cases(cases)
@@ -80,8 +83,9 @@ def measure(server, *, cases=None, levels=None, step_limit_s: float = 10.0, prog
     runner = Runner(server, step_limit_s=step_limit_s, record_history=False)
     forms = [(c, f, f.load()) for c in chosen for f in FORMS[c]]
     cells = []
-    lane = None
+    lane = runner.lane("conformance")
     try:
+        database = describe(server, lane)
         for lv in lvls:
             for case in chosen:
                 decided = []
@@ -102,10 +106,9 @@ def measure(server, *, cases=None, levels=None, step_limit_s: float = 10.0, prog
                         lane = None
                         continue
                     decided.append((form.schedule, form.read_only, decide(res, list(form.needs)), _run_json(res)))
-                    if progress:
-                        progress()
                 cells.append(combine(case, lv.cli_name, decided))
     finally:
         if lane is not None:
             lane.close()
-    return cells
+    return {"database": database, "levels": [lv.cli_name for lv in lvls], "cases": list(chosen),
+            "cells": cells, "hermitage": compare(database, cells)}
