@@ -33,6 +33,12 @@ from toki.errors import ConfigError
 
 DATABASES = ("serializable", "snapshot-isolation", "read-committed")
 WORKLOADS = ("list-append", "rw-register")
+#: anomalies :func:`plant` can put into a history
+PLANTS = ("g2-item",)
+#: planted keys sit far above the generator's own (which count up from 0)
+PLANT_KEY = 1 << 40
+#: ... and so do their processes
+PLANT_PROCESS = 1 << 30
 
 
 class _Key:
@@ -204,6 +210,44 @@ def _ops(workload, txns, keys, db, seed, concurrency, min_txn_length, max_txn_le
         yield {"index": index, "time": index, "type": "ok" if ok else "fail", "process": p, "f": "txn",
                "value": value}
         index += 1
+
+
+def plant(ops: Iterator[dict], anomaly: str, *, at: int, workload: str = "list-append") -> Iterator[dict]:
+    """The ops of a history with one anomaly planted after its ``at``-th op, re-indexed.
+
+    ``g2-item`` is a write skew on two keys no other transaction touches: two new processes each
+    read one key (empty / nil) and write the other, concurrently, and both commit. Each read
+    misses the other's write: an rw edge each way, a G2-item cycle of two transactions, and no
+    other anomaly."""
+    if anomaly not in PLANTS:
+        raise ConfigError(f"cannot plant {anomaly!r}", fix="plant one of " + ", ".join(PLANTS))
+    if workload not in WORKLOADS:
+        raise ConfigError(f"unknown workload {workload!r}", fix="use list-append or rw-register")
+    wf, nil = ("append", []) if workload == "list-append" else ("w", None)
+    x, y = PLANT_KEY, PLANT_KEY + 1
+    index = 0
+    planted = False
+    for op in ops:
+        op["index"] = op["time"] = index
+        index += 1
+        yield op
+        if not planted and index > at:
+            planted = True
+            yield from _write_skew(x, y, wf, nil, index)
+            index += 4
+    if not planted:
+        yield from _write_skew(x, y, wf, nil, index)
+
+
+def _write_skew(x, y, wf, nil, index) -> list[dict]:
+    p = PLANT_PROCESS
+    a = [["r", x, None], [wf, y, 1]]
+    b = [["r", y, None], [wf, x, 1]]
+    done_a = [["r", x, nil], [wf, y, 1]]
+    done_b = [["r", y, nil], [wf, x, 1]]
+    ops = [("invoke", p, a), ("invoke", p + 1, b), ("ok", p, done_a), ("ok", p + 1, done_b)]
+    return [{"index": index + i, "time": index + i, "type": t, "process": q, "f": "txn", "value": v}
+            for i, (t, q, v) in enumerate(ops)]
 
 
 def write_json(ops: Iterator[dict], out: TextIO) -> int:

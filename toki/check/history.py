@@ -614,8 +614,16 @@ def _list_append_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, rnil, rl
     # An ok read of nil is an empty list; a nil read in an info or failed op is unknown.
     m_nil[ridx] = rnil & (ttype[m_txn[ridx]] != OK)
     return History("list-append", n, tx["t_index"], tx["t_invoke"], tx["pcodes"], ttype, t_time, tx["processes"],
-                   m_txn, m_f, m_key, m_val, m_nil, keys, vtable, r_off, np.asarray(elems, np.int64),
+                   m_txn, m_f, m_key, m_val, m_nil, keys, vtable, r_off, _int_column(elems),
                    t_pgroup=tx["pgroup"])
+
+
+def _int_column(a) -> np.ndarray:
+    """List elements in the narrowest integer type that holds them (comparisons and gathers
+    need no more; :func:`toki.check.jsonscan.compact`), whichever path read them."""
+    from toki.check.jsonscan import compact
+
+    return compact(np.asarray(a) if isinstance(a, np.ndarray) and a.dtype.kind == "i" else np.asarray(a, np.int64))
 
 
 def _rw_register_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, wnil, rcodes, rnil, vtable) -> History:
@@ -640,22 +648,30 @@ def parse_scanned(sc, workload: str) -> History | None:
     """A History from :func:`toki.check.jsonscan.scan` columns, or None where the general parser
     must decide (it then accepts the same history, or names the bad op)."""
     n = sc.n_ops
-    index = sc.index if sc.has_index else np.arange(n, dtype=np.int64)
+    # the scanner's columns come narrowed (jsonscan.compact); the History's are int64, the list
+    # elements aside, since inference computes with them
+    index = sc.index.astype(np.int64) if sc.has_index else np.arange(n, dtype=np.int64)
     cpos = np.flatnonzero(sc.client)
-    tx = _transactions(index, sc.type, cpos, sc.process[cpos], lambda i: int(sc.process[i]))
+    tx = _transactions(index, sc.type, cpos, sc.process[cpos].astype(np.int64), lambda i: int(sc.process[i]))
+    del index
+    sc.index = sc.client = sc.process = None  # freed as soon as they are used
     tpos, ttype = tx["tpos"], tx["ttype"]
     vk = sc.vkind[tpos]
     if not ((vk == 2) | ((vk == 1) & (ttype == FAIL))).all():
         return None  # a transaction without a list of micro-ops
     tt, ht = sc.time[tpos], sc.has_time[tpos]
     t_time = tt.tolist() if ht.all() else [v if h else None for v, h in zip(tt.tolist(), ht.tolist())]
+    del tt, ht
+    sc.time = sc.has_time = sc.vkind = None
     lens = sc.m_off[tpos + 1] - sc.m_off[tpos]
     mi = _ranges(sc.m_off[tpos], lens)
+    sc.m_off = None
     m_f = sc.m_f[mi]
     if len(m_f) and not np.isin(m_f, _ALLOWED[workload]).all():
         return None
-    m_key = sc.m_key[mi]
+    m_key = sc.m_key[mi].astype(np.int64)
     vkind = sc.m_vkind[mi]
+    sc.m_f = sc.m_key = sc.m_vkind = None
     is_read = m_f == R
     wk, rk = vkind[~is_read], vkind[is_read]
     if (wk != 0).any():
@@ -664,18 +680,25 @@ def parse_scanned(sc, workload: str) -> History | None:
         if (rk == 0).any():
             return None  # a read of a number
         rm = mi[is_read]
-        rl = sc.m_len[rm]
+        rl = sc.m_len[rm].astype(np.int64)
         if int(rl.sum()) == len(sc.elem):
             elems = sc.elem  # every list read belongs to a transaction (invocations read null)
         else:
             e_off = np.zeros(len(sc.m_len) + 1, np.int64)
             np.cumsum(sc.m_len, out=e_off[1:])
             elems = sc.elem[_ranges(e_off[rm], rl)]
-        return _list_append_history(n, tx, t_time, lens, m_f, m_key, None, sc.m_val[mi[~is_read]], rk == 1, rl,
-                                    elems, None)
+            del e_off
+        del rm
+        wv = sc.m_val[mi[~is_read]].astype(np.int64)
+        sc.elem = sc.m_len = sc.m_val = None
+        del mi, vkind
+        return _list_append_history(n, tx, t_time, lens, m_f, m_key, None, wv, rk == 1, rl, elems, None)
     if (rk == 2).any():
         return None  # a register read of a list
     rnil = rk == 1
-    rcodes = np.where(rnil, -1, sc.m_val[mi[is_read]])
-    return _rw_register_history(n, tx, t_time, lens, m_f, m_key, None, sc.m_val[mi[~is_read]],
+    rcodes = np.where(rnil, -1, sc.m_val[mi[is_read]].astype(np.int64))
+    wv = sc.m_val[mi[~is_read]].astype(np.int64)
+    sc.elem = sc.m_len = sc.m_val = None
+    del mi, vkind
+    return _rw_register_history(n, tx, t_time, lens, m_f, m_key, None, wv,
                                 np.zeros(int((~is_read).sum()), bool), rcodes, rnil, None)

@@ -591,14 +591,31 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     el_tok = np.repeat(ro + 1 - step * (np.cumsum(nel) - nel), nel) + step * np.arange(tot)
     if (kind[el_tok] != NUM).any():
         raise Unsupported("list element")
-    part = {"n": nops, "has_index": has_index, "index": index, "type": typ, "client": client,
-            "process": process, "time": time, "has_time": has_time, "vkind": vkind,
-            "m_count": np.bincount(mop_op, minlength=nops), "m_f": m_f, "m_key": num_tok[tk],
-            "m_vkind": m_vkind, "m_val": np.where(k5 == NUM, num_tok[tv], 0), "m_len": m_len,
-            "elem": num_tok[el_tok]}
+    part = {"n": nops, "has_index": has_index, "index": compact(index), "type": typ, "client": client,
+            "process": compact(process), "time": compact(time), "has_time": has_time, "vkind": vkind,
+            "m_count": compact(np.bincount(mop_op, minlength=nops)), "m_f": m_f, "m_key": compact(num_tok[tk]),
+            "m_vkind": m_vkind, "m_val": compact(np.where(k5 == NUM, num_tok[tv], 0)), "m_len": compact(m_len),
+            "elem": compact(num_tok[el_tok])}
     if lines and not edn:  # the general parser reads JSON lines a line at a time (the EDN reader reads forms)
         _check_lines(buf, pos, op_tok, bi[bk == RBRACE], prev >= 0)
     return part, used
+
+
+_INT_TYPES = tuple((t, np.iinfo(t).min, np.iinfo(t).max) for t in (np.int8, np.int16, np.int32))
+
+
+def compact(a: np.ndarray) -> np.ndarray:
+    """``a`` in the narrowest integer type that holds it. A history's columns are mostly small
+    numbers (list elements of 1-32, keys and values below 2^31), and at 10^7 transactions the
+    elements of the list reads alone are 2.4 * 10^8 numbers: 1.9 GB as int64, 0.24 GB as int8.
+    Slices are narrowed one by one; concatenating them widens to the widest slice's type."""
+    if len(a) == 0:
+        return a
+    lo, hi = int(a.min()), int(a.max())
+    for t, tmin, tmax in _INT_TYPES:
+        if tmin <= lo and hi <= tmax:
+            return a.astype(t)
+    return a
 
 
 def _empty() -> dict:

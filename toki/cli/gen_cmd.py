@@ -22,6 +22,8 @@ def register(sub) -> None:
     h.add_argument("--max-txn-length", type=int, default=5)
     h.add_argument("--max-writes-per-key", type=int, default=32,
                    help="retire a key after this many writes (bounds list length; default 32)")
+    h.add_argument("--plant", choices=("g2-item",), default=None,
+                   help="plant one anomaly in the middle of the history (g2-item: a write skew on two fresh keys)")
     h.add_argument("--format", choices=("json", "edn"), default="json")
     h.add_argument("--out", metavar="PATH", default="-", help="output file (default stdout)")
     h.set_defaults(func=run)
@@ -41,6 +43,10 @@ def run(args, out) -> int:
     ops = generate(workload=args.workload, txns=args.txns, keys=args.keys, db=args.db, seed=args.seed,
                    concurrency=args.concurrency, min_txn_length=args.min_txn_length,
                    max_txn_length=args.max_txn_length, max_writes_per_key=args.max_writes_per_key)
+    if args.plant:
+        from toki.check.gen import plant
+
+        ops = plant(ops, args.plant, at=args.txns, workload=args.workload)  # about half of the 2 * txns ops
     writer = write_json if args.format == "json" else write_edn
     import json
 
