@@ -194,14 +194,17 @@ def _print_power(out, doc: dict) -> None:
     rows = []
     for case, c in pl.items():
         if c.get("not_run"):
-            rows.append((case, "-", "-", "-", "-", "-", "-", c["not_run"][:110]))
+            rows.append((case, "-", "-", "-", "-", "-", "-", c["not_run"].split(":", 1)[0]))
             continue
-        rows.append((case, f"{c['explored']} ({c['constructed']} built)", c["survived"], c["lost"], c["unopenable"],
+        rows.append((case, f"{c['explored']}" + (f" of {c['of']}" if c["of"] != c["explored"] else "")
+                     + f" ({c['constructed']} built)", c["survived"], c["lost"], c["unopenable"],
                      c["half_done"], f"{c['states_per_s']:.0f}", c["first"] or ""))
     table(out, f"power loss, {doc['system']}: crash states built from the recorded file operations (ALICE's model)",
           ["case", "crash states", "survived", "lost acknowledged data", "do not open", "half-done", "states/s",
            "first finding"], rows)
     for case, c in pl.items():
+        if c.get("not_run"):
+            out.write(f"{doc['system']} {case}: {c['not_run']}\n")
         for cat, m in (c.get("minimal") or {}).items():
             out.write(f"{doc['system']} {case}, {cat} (crash state {m['point']}): {m['finding']}\n")
             for line in m["trace"]:

@@ -270,6 +270,13 @@ class PowerLossFaults:
             self.constructed, self._states = n, out
         return self._states
 
+    def stats(self) -> dict:
+        why = self.applicable()
+        if why is not None:
+            return {"why": why, "constructed": 0, "distinct": 0, "operations": 0}
+        return {"why": None, "constructed": len(self.states()) and self.constructed, "distinct": len(self.states()),
+                "operations": len(self.trace().ops)}
+
     def points(self) -> list[int]:
         if self.applicable() is not None:
             return [0]

@@ -69,8 +69,8 @@ def power_summary(sys_, results: list) -> dict:
     for r in results:
         by_case.setdefault(r.case, []).append(r)
     for case, rs in by_case.items():
-        pl = sys_.power(case)
-        why = pl.applicable()
+        st = sys_.power_stats(case)
+        why = st["why"]
         detail = rs[0].detail or {}
         if why is not None:
             out[case] = {"not_run": why, "sqlite": detail.get("sqlite"), "sqlite_files": detail.get("sqlite_files"),
@@ -87,8 +87,8 @@ def power_summary(sys_, results: list) -> dict:
             minimal[category(r.findings[0])] = {"point": r.point, "finding": r.findings[0],
                                                 "trace": r.detail["trace"]}
         first = bad and min(bad, key=lambda r: len(r.detail["trace"]))
-        out[case] = {"constructed": pl.constructed, "explored": len(rs), "of": len(pl.states()),
-                     "operations": len(pl.trace().ops), "survived": len(rs) - len(bad), "lost": cats["lost"],
+        out[case] = {"constructed": st["constructed"], "explored": len(rs), "of": st["distinct"],
+                     "operations": st["operations"], "survived": len(rs) - len(bad), "lost": cats["lost"],
                      "unopenable": cats["does not open"], "half_done": cats["half-done"],
                      "states_per_s": round(len(rs) / secs, 1) if secs else 0.0,
                      "first": f"{first.findings[0]}"[:110] if first else None, "minimal": minimal}

@@ -105,6 +105,7 @@ class EngineSystem:
         self.kinds = [k for k in kinds if k in engines.KINDS]
         self._mod, self._step_limit, self._explicit = engines, step_limit_s, explicit
         self._open: dict[tuple[str, bool], object] = {}
+        self._power_stats: dict[str, dict] = {}  # a power-loss case's counts, kept when its runner closes
 
     @property
     def backend(self) -> dict:
@@ -120,7 +121,10 @@ class EngineSystem:
         key = (case, power)
         if key not in self._open:
             for other in list(self._open):  # one scenario's scratch folder at a time
-                self._open.pop(other).close()
+                gone = self._open.pop(other)
+                if other[1] and gone._trace is not None:
+                    self._power_stats[other[0]] = gone.stats()
+                gone.close()
             if power:
                 from toki.faults.power_loss import PowerLossFaults
 
@@ -144,8 +148,15 @@ class EngineSystem:
         return r
 
     def power(self, case: str):
-        """The power-loss runner of a case (its trace and counts), for the report."""
+        """The power-loss runner of a case (its trace and counts)."""
         return self._faults(case, True)
+
+    def power_stats(self, case: str) -> dict:
+        """A power-loss case's counts (crash states built, distinct, operations; why it cannot run),
+        without recording it again when its runner was closed for the next case."""
+        if case in self._power_stats:
+            return self._power_stats[case]
+        return self._faults(case, True).stats()
 
     def close(self) -> None:
         for f in self._open.values():
