@@ -28,9 +28,11 @@ class Form:
     needs: tuple[Requirement, ...]
     read_only: bool = False  # the transaction that sees the anomaly only reads
 
+    text: str | None = None  # the schedule itself (TOML), for a form that is not a file
+
     def load(self) -> Schedule:
-        if self.schedule in _FORMS:
-            return parse_toml(_FORMS[self.schedule], source=f"toki.conformance:{self.schedule}")
+        if self.text is not None or self.schedule in _FORMS:
+            return parse_toml(self.text or _FORMS[self.schedule], source=f"toki.conformance:{self.schedule}")
         entry = files("toki.schedules") / "classic" / f"{self.schedule}.toml"
         return parse_toml(entry.read_text(), source=f"schedules/classic/{self.schedule}.toml")
 

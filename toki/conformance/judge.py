@@ -95,13 +95,16 @@ def _stray_error(run: RunResult, aborted: dict[str, tuple[int, str]]) -> str | N
 
 
 def _waited_before(run: RunResult, i: int) -> list[int]:
-    """Steps that made read ``i`` wait or let it run early: ``i`` itself blocked, or a step of another
-    session scheduled before ``i`` finished after it (it blocked, or was held back behind a block)."""
+    """Steps whose waiting decided what read ``i`` returned: ``i`` itself, an earlier step of the same
+    transaction (it went on from the state it waited for), or a step of another session scheduled
+    before ``i`` that finished after it (it blocked, or was held back behind a block)."""
     pos = {idx: p for p, idx in enumerate(run.executed)}
     me = run.steps[i]
     out = [i] if me.blocked else []
     for st in run.steps[:i]:
         if st.session == me.session:
+            if st.blocked:
+                out.append(st.index)
             continue
         late = pos.get(st.index, len(pos)) > pos.get(i, len(pos))
         if late or (st.blocked and st.completed_at is not None and st.completed_at >= i):

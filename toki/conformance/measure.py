@@ -73,15 +73,17 @@ def _run_json(res) -> dict:
     return d
 
 
-def measure(server, *, cases=None, levels=None, step_limit_s: float = 10.0) -> dict:
+def measure(server, *, cases=None, levels=None, step_limit_s: float = 10.0, forms: dict | None = None) -> dict:
     """``{"database", "levels", "cases", "cells", "hermitage"}``: every cell in table order (levels
-    down, cases across), the database and its settings, and the comparison with Hermitage's column."""
+    down, cases across), the database and its settings, and the comparison with Hermitage's column.
+    ``forms`` replaces a case's forms (:data:`toki.conformance.cases.FORMS`), for testing the judge."""
     from toki.sched import Runner
 
     chosen = pick_cases(cases)
     lvls = pick_levels(server, levels)
     runner = Runner(server, step_limit_s=step_limit_s, record_history=False)
-    forms = [(c, f, f.load()) for c in chosen for f in FORMS[c]]
+    table = {**FORMS, **(forms or {})}
+    forms = [(c, f, f.load()) for c in chosen for f in table[c]]
     cells = []
     lane = runner.lane("conformance")
     try:
