@@ -37,6 +37,12 @@ ENGINES: dict[str, EngineInfo] = {e.name: e for e in (
     EngineInfo("toki", "toki.engines.toki_engine:toki_engine",
                "TOKI's own write path (each operator at and below its precondition) on PostgreSQL"),
     EngineInfo("mem0", "toki.engines.mem0_engine:mem0", "mem0 (PyPI mem0ai 2.x), its unmodified code on PostgreSQL+pgvector and a SQLite history", ("mem0",)),
+    EngineInfo("langmem", "toki.engines.langmem_engine:langmem",
+               "LangMem (PyPI langmem), its unmodified memory manager on LangGraph's SqliteStore",
+               ("langmem", "langgraph.store.sqlite")),
+    EngineInfo("langmem-postgres", "toki.engines.langmem_engine:langmem_postgres",
+               "LangMem (PyPI langmem), its unmodified memory manager on LangGraph's PostgresStore (pgvector)",
+               ("langmem", "langgraph.store.postgres")),
 )}
 
 
