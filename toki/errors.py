@@ -12,6 +12,11 @@ import re
 # (?password=SECRET) or in a key-value DSN (password=SECRET or password='SE CRET').
 _URI_SECRET = re.compile(r"(?P<head>[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s'\"\[\]]*:)(?P<secret>[^\s'\"/]*)(?=@)")
 _PARAM_SECRET = re.compile(r"(?P<head>[?&;](?:password|pass|pwd|passwd)=)(?P<secret>[^&\s'\"]*)", re.I)
+# A DSN without a scheme (user:SECRET@host, user:SECRET@host:5432/db), where one starts: at the start, or
+# after a space, a quote, a bracket, "=" or ",". libpq reads it as a key-value string and quotes it whole
+# in its error, so it reaches messages as often as a URI does.
+_BARE_SECRET = re.compile(r"(?:^|(?<=[\s'\"(=,]))(?P<head>[A-Za-z0-9._%+~-]+:)(?P<secret>[^\s'\"/@:]*)"
+                          r"(?=@[A-Za-z0-9.\[_-])")
 _KV_SECRET = re.compile(r"(?P<head>\b(?:password|pass|pwd|passwd)\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'|[^\s'\"&]+)",
                         re.I)
 REDACTED = "***"
@@ -23,7 +28,7 @@ def redact(text: object) -> str:
     s = str(text)
     if not any(c in s for c in ":="):
         return s
-    for pat in (_URI_SECRET, _PARAM_SECRET, _KV_SECRET):
+    for pat in (_URI_SECRET, _PARAM_SECRET, _KV_SECRET, _BARE_SECRET):
         s = pat.sub(lambda m: m.group("head") + (REDACTED if m.group("secret") else ""), s)
     return s
 
@@ -98,10 +103,12 @@ class DatabaseUnavailable(TokiError):
 
 
 class DatabaseError(TokiError):
-    """A database error that aborted a write path; keeps the SQLSTATE."""
+    """A database error that aborted a write path; keeps the SQLSTATE and, where the database has
+    one, its own error number (MySQL's ``errno``: 1213 is SQLSTATE 40001)."""
 
-    def __init__(self, message: str, *, sqlstate: str | None, fix: str | None = None):
+    def __init__(self, message: str, *, sqlstate: str | None, fix: str | None = None, errno: int | None = None):
         self.sqlstate = sqlstate
+        self.errno = errno
         super().__init__(message, fix=fix)
 
 

@@ -34,6 +34,11 @@ class Classified:
     kind: ErrorKind
     code: str | None  # the database's own code: SQLSTATE, vendor number, SQLite result name
     message: str = ""
+    # Named apart, so that neither is mistaken for the other: the SQL standard's five-character
+    # SQLSTATE (PostgreSQL's only code; MySQL sends one beside its error number; SQLite and DuckDB
+    # have none) and the vendor's error number (MySQL's 1213; SQLite's extended result code).
+    sqlstate: str | None = None
+    errno: int | None = None
 
     @property
     def blocked(self) -> bool:

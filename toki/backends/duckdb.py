@@ -25,6 +25,7 @@ from toki.levels import Isolation
 
 
 def classify(exc: BaseException) -> Classified:
+    # DuckDB has neither a SQLSTATE nor an error number: the class name is its code
     name = type(exc).__name__
     msg = str(exc).splitlines()[0] if str(exc) else name
     if isinstance(exc, duckdb.TransactionException):

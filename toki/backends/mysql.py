@@ -35,6 +35,10 @@ _KINDS = {
     2006: ErrorKind.CONNECTION,  # CR_SERVER_GONE_ERROR
     2013: ErrorKind.CONNECTION,  # CR_SERVER_LOST
 }
+# The SQLSTATE MySQL documents for each error number toki classifies (Server Error Message
+# Reference), for a driver that does not keep the one the server sent; client errors are HY000.
+_SQLSTATES = {1213: "40001", 1205: "HY000", 1020: "HY000", 1062: "23000", 1586: "23000", 2006: "HY000",
+              2013: "HY000"}
 _TRX = re.compile(r"^---TRANSACTION ", re.M)
 _THREAD = re.compile(r"(?:MySQL|MariaDB) thread id (\d+)")
 _SQL = {Isolation.RU: "READ UNCOMMITTED", Isolation.RC: "READ COMMITTED", Isolation.SI: "REPEATABLE READ",
@@ -47,6 +51,8 @@ def classify(exc: BaseException) -> Classified:
     msg = str(args[1]) if len(args) > 1 else str(exc)
     if code is None:
         return Classified(ErrorKind.OTHER, None, msg)
+    # PyMySQL keeps the SQLSTATE of the server's error packet (from 1.1.1); else the documented one
+    state = getattr(exc, "sqlstate", None) or _SQLSTATES.get(code) or ("HY000" if code >= 2000 else None)
     kind = _KINDS.get(code)
     if kind is None:
         if isinstance(exc, pymysql.err.IntegrityError):
@@ -55,7 +61,7 @@ def classify(exc: BaseException) -> Classified:
             kind = ErrorKind.CONNECTION
         else:
             kind = ErrorKind.OTHER
-    return Classified(kind, str(code), msg)
+    return Classified(kind, str(code), msg, sqlstate=state, errno=code)
 
 
 def waiting_threads(observer) -> set[int]:

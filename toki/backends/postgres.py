@@ -25,12 +25,14 @@ def classify(exc: BaseException) -> Classified:
     if state is None:
         return Classified(ErrorKind.OTHER, None, str(exc))
     if state in _KINDS:
-        return Classified(_KINDS[state], state, str(exc))
-    if state.startswith("23"):
-        return Classified(ErrorKind.CONSTRAINT, state, str(exc))
-    if state.startswith("08") or state.startswith("57P"):
-        return Classified(ErrorKind.CONNECTION, state, str(exc))
-    return Classified(ErrorKind.OTHER, state, str(exc))
+        kind = _KINDS[state]
+    elif state.startswith("23"):
+        kind = ErrorKind.CONSTRAINT
+    elif state.startswith("08") or state.startswith("57P"):
+        kind = ErrorKind.CONNECTION
+    else:
+        kind = ErrorKind.OTHER
+    return Classified(kind, state, str(exc), sqlstate=state)
 
 
 def blocked_pids(observer: psycopg.Connection, pid: int, interesting: Sequence[int]) -> bool:

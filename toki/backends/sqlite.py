@@ -33,17 +33,18 @@ def classify(exc: BaseException) -> Classified:
     code = getattr(exc, "sqlite_errorcode", None)
     name = getattr(exc, "sqlite_errorname", None)
     msg = str(exc)
+    # SQLite has no SQLSTATE: its code is the extended result code (errno) and that code's name
     if code is None:
         return Classified(ErrorKind.OTHER, None, msg)
     if code == SQLITE_BUSY_SNAPSHOT:
-        return Classified(ErrorKind.BUSY_SNAPSHOT, name, msg)
+        return Classified(ErrorKind.BUSY_SNAPSHOT, name, msg, errno=code)
     if code & 0xFF in (SQLITE_BUSY, SQLITE_LOCKED):
-        return Classified(ErrorKind.BUSY, name, msg)
+        return Classified(ErrorKind.BUSY, name, msg, errno=code)
     if code in (SQLITE_CONSTRAINT_PRIMARYKEY, SQLITE_CONSTRAINT_UNIQUE):
-        return Classified(ErrorKind.UNIQUE, name, msg)
+        return Classified(ErrorKind.UNIQUE, name, msg, errno=code)
     if code & 0xFF == SQLITE_CONSTRAINT:
-        return Classified(ErrorKind.CONSTRAINT, name, msg)
-    return Classified(ErrorKind.OTHER, name, msg)
+        return Classified(ErrorKind.CONSTRAINT, name, msg, errno=code)
+    return Classified(ErrorKind.OTHER, name, msg, errno=code)
 
 
 def is_busy(exc: BaseException) -> bool:

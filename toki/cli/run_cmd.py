@@ -126,6 +126,16 @@ def run(args, out) -> int:
     return 1 if failed else 0
 
 
+def _codes(s: dict) -> str:
+    """An error's codes, each named: ``SQLSTATE 40001 (errno 1213)`` on MySQL, the SQLSTATE alone on
+    PostgreSQL, ``SQLITE_BUSY (errno 5)`` on SQLite."""
+    state, errno, code = s.get("sqlstate"), s.get("errno"), s.get("code")
+    parts = [f"SQLSTATE {state}"] if state else ([code] if code and code != state else [])
+    if errno is not None:
+        parts.append(f"(errno {errno})")
+    return " ".join(parts) or "-"
+
+
 def _print_run(out, d: dict) -> None:
     runs = d["permutations"] if "spec" in d else [d]
     for r in runs:
@@ -134,7 +144,7 @@ def _print_run(out, d: dict) -> None:
         for s in r["steps"]:
             what = s["sql"] if s["sql"] is not None else f"op {s.get('op')}"
             flag = ("blocked, done after " + str(s["completed_at"])) if s["blocked"] else ""
-            res = ((s["sqlstate"] or "-") + " " + (s["error"] or "")) if s["status"] == "error" else (str(s["rows"]) if s["rows"] else "")
+            res = (_codes(s) + " " + (s["error"] or "")) if s["status"] == "error" else (str(s["rows"]) if s["rows"] else "")
             rows.append((s["index"], s["session"], what[:60], flag, res[:60]))
         table(out, title, ["#", "session", "step", "blocking", "result"], rows)
         for f in r["final"]:

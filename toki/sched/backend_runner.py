@@ -391,6 +391,7 @@ class _Execution(StepLoop):
         with contextlib.suppress(Exception):
             victim.conn.execute("rollback")
         res.status, res.sqlstate = "error", "SQLITE_BUSY"
+        res.errno, res.own_code = 5, True  # SQLITE_BUSY: SQLite has no SQLSTATE
         res.error = "database is locked by a session that waits for this one (deadlock): toki rolled this one back"
         res.completed_at = self.clock
         victim.pending, victim.busy, victim.in_txn, victim.state = None, False, False, "aborted"
@@ -407,6 +408,7 @@ class _Execution(StepLoop):
         except Exception as e:  # noqa: BLE001 - every driver error is classified
             c = self.seam.classify(e)
             res.status, res.sqlstate, res.error = "error", c.code, c.message.splitlines()[0] if c.message else c.kind.value
+            res.errno, res.standard_sqlstate, res.own_code = c.errno, c.sqlstate, True
             if c.aborts or c.kind is ErrorKind.DEADLOCK:
                 sess.state, sess.in_txn = "aborted", False
                 if self.lane.kind != "mysql":  # DuckDB keeps the aborted transaction open until ROLLBACK

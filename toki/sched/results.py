@@ -44,13 +44,21 @@ class StepResult:
     completed_at: int | None = None
     status: str = "pending"  # ok | error | pending
     rows: list = field(default_factory=list)
+    # The database's own code for the error, what a schedule's ``expect.errors`` names: the SQLSTATE on
+    # PostgreSQL, the error number on MySQL ("1213"), the result-code name on SQLite ("SQLITE_BUSY"),
+    # the exception class on DuckDB. The JSON names it ``code``; its ``sqlstate`` and ``errno`` are
+    # the two below (set by the other databases' runner) or, on PostgreSQL, this code and null.
     sqlstate: str | None = None
     error: str | None = None
+    errno: int | None = None  # the vendor's error number: MySQL's (1213), SQLite's extended result code
+    standard_sqlstate: str | None = None  # the SQLSTATE proper, where the database has one (MySQL: 40001)
+    own_code: bool = False  # ``sqlstate`` holds the database's own code, not a SQLSTATE (not PostgreSQL)
 
     def to_json(self) -> dict:
         d = {"index": self.index, "session": self.session, "sql": self.sql, "blocked": self.blocked,
              "completed_at": self.completed_at, "status": self.status, "rows": jsonable(self.rows),
-             "sqlstate": self.sqlstate, "error": self.error}
+             "sqlstate": self.standard_sqlstate if self.own_code else self.sqlstate, "errno": self.errno,
+             "code": self.sqlstate, "error": self.error}
         if self.op is not None:
             d["op"] = self.op
         if self.name is not None:
