@@ -59,6 +59,17 @@ class EdgeSet:
             self.src, self.dst = self.src[keep], self.dst[keep]
             if self.key is not None:
                 self.at = np.flatnonzero(keep) if self.at is None else self.at[keep]
+        # kept until the end of a check, for explanations: in the narrowest types that hold them
+        # (10^7 transactions have about 4.5 * 10^7 edges; transaction numbers fit in 32 bits)
+        from toki.check.jsonscan import compact
+
+        self.src, self.dst = _int32(self.src), _int32(self.dst)
+        if self.at is not None:
+            self.at = _int32(self.at)
+        if self.key is not None:
+            same = self.v2 is self.v1
+            self.key, self.v1 = compact(self.key), compact(self.v1)
+            self.v2 = self.v1 if same else compact(self.v2)
         self._order = None
 
     def facts(self, j: int) -> tuple[int, int, int] | None:
@@ -80,6 +91,13 @@ class EdgeSet:
         if j < hi and self._sd[j] == b:
             return int(self._order[j])
         return None
+
+
+def _int32(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a)
+    if a.dtype == np.int32 or (len(a) and (int(a.max()) >= 1 << 31 or int(a.min()) < -(1 << 31))):
+        return a
+    return a.astype(np.int32)
 
 
 @dataclass

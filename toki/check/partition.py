@@ -1,0 +1,98 @@
+"""Inference over key partitions of a large history, so that its temporaries fit in memory.
+
+Everything list-append and rw-register infer is per key: a key's version order, the ww, wr and
+rw edges it justifies, and every non-cycle anomaly (internal, G1a, G1b, lost-update, ...) is
+about one key, or one transaction and one key. So a history can be inferred a slice of keys at
+a time, and the edges and cases put together after. At 10^7 transactions the inference's
+temporaries (sorts, joins and gathers over every micro-op and read) are several times the
+History itself; in eight slices they are an eighth of that.
+
+Small histories are inferred whole (the result is the same, cases in the same order as before).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from toki.check.graph import EdgeSet
+from toki.check.history import R, History, _ranges
+
+#: micro-ops per slice: above this a history is inferred in slices of keys
+SLICE_MOPS = 4_000_000
+#: case fields that are micro-op positions (local to a slice, mapped back to the history's)
+_MOP_FIELDS = ("mop", "read_mop")
+
+
+def analyse(h: History, analyse_fn, *, slice_mops: int = SLICE_MOPS, **kw) -> dict:
+    """``analyse_fn(h, **kw)`` on the whole history, or on slices of its keys when it is large,
+    with the slices' edges and anomaly cases merged."""
+    M = len(h.m_txn)
+    parts = -(-M // slice_mops) if slice_mops > 0 else 1
+    if parts <= 1:
+        return analyse_fn(h, **kw)
+    edges: dict[int, list[EdgeSet]] = {}
+    anomalies: dict[str, list] = {}
+    bucket = h.m_key % parts  # keys may be any integers; codes of interned keys are 0..n-1
+    for p in range(parts):
+        sel = np.flatnonzero(bucket == p)
+        if len(sel) == 0:
+            continue
+        sub = _slice(h, sel)
+        res = analyse_fn(sub, **kw)
+        for e in res["edges"]:
+            edges.setdefault(e.rel, []).append(e)
+        for typ, cases in res["anomalies"].items():
+            anomalies.setdefault(typ, []).extend(_global_mops(typ, cases, sel))
+        del sub, res
+    return {"edges": [merge(es) for es in edges.values()], "anomalies": anomalies}
+
+
+def _slice(h: History, sel: np.ndarray) -> History:
+    """The history restricted to micro-ops ``sel`` (its transactions all kept)."""
+    m_f, m_val = h.m_f[sel], h.m_val[sel]
+    r_off, r_elem = h.r_off, h.r_elem
+    if h.workload == "list-append":
+        reads = np.flatnonzero(m_f == R)
+        rows = m_val[reads]
+        lens = h.r_off[rows + 1] - h.r_off[rows]
+        r_off = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(lens, out=r_off[1:])
+        r_elem = h.r_elem[_ranges(h.r_off[rows], lens)]
+        m_val = m_val.copy()
+        m_val[reads] = np.arange(len(reads))
+    return dataclasses.replace(h, m_txn=h.m_txn[sel], m_f=m_f, m_key=h.m_key[sel], m_val=m_val,
+                               m_nil=h.m_nil[sel], r_off=r_off, r_elem=r_elem)
+
+
+def _global_mops(typ: str, cases, sel: np.ndarray):
+    if not isinstance(cases, list):
+        return cases
+    out = []
+    for c in cases:
+        if isinstance(c, dict):
+            c = dict(c)
+            for f in _MOP_FIELDS:
+                if isinstance(c.get(f), int):
+                    c[f] = int(sel[c[f]])
+            if typ == "incompatible-order" and isinstance(c.get("values"), list):
+                c["values"] = [int(sel[m]) for m in c["values"]]
+        out.append(c)
+    return out
+
+
+def merge(es: list[EdgeSet]) -> EdgeSet:
+    """One EdgeSet of the edges of several (one relationship), their facts kept."""
+    if len(es) == 1:
+        return es[0]
+    src = np.concatenate([e.src for e in es])
+    dst = np.concatenate([e.dst for e in es])
+    if any(e.key is None for e in es):
+        return EdgeSet(es[0].rel, src, dst)
+    at, off = [], 0
+    for e in es:
+        at.append((np.arange(len(e.src)) if e.at is None else e.at) + off)
+        off += len(e.key)
+    return EdgeSet(es[0].rel, src, dst, np.concatenate([e.key for e in es]), np.concatenate([e.v1 for e in es]),
+                   np.concatenate([e.v2 for e in es]), np.concatenate(at))
