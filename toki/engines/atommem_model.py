@@ -576,6 +576,11 @@ class AtomMemModel:
         self.scenarios = _scenarios(self)
 
     @property
+    def system(self) -> str:
+        """What the row stands for in verdict tables."""
+        return "AtomMem @7f65703" + (" + lock and atomic replace (a fix)" if self.atomic else "")
+
+    @property
     def description(self) -> str:
         if self.atomic:
             return ("a model of AtomMem with the fix: one lock from load to save (an OS file lock in production), "
@@ -743,6 +748,34 @@ def pending_but_profiled() -> Detector:
     return Detector("lost-update", check)
 
 
+def superseded_twice(old: str) -> Detector:
+    """Both agents' conflict LLM judged against ``old`` and both overwrote it: two supersessions of one
+    current fact, each unaware of the other (serially the second judges the first's new text)."""
+    def check(state, errors, observed):
+        by = sorted(a for a, res in (observed or {}).items()
+                    if any(v["stored"] == old and v["conflict"] for v in (res or {}).get("votes", [])))
+        if len(by) < 2:
+            return []
+        kept = next((f[1] for f in state["facts"] if f[0] == "F1"), None)
+        return [f"agents {', '.join(by)} each replaced {old!r} (each judged against it, not against the other's "
+                f"new text); F1 now says {kept!r} and the other replacement left no trace"]
+    return Detector("double-supersede", check, observes=True)
+
+
+def profile_drift(fid: str) -> list[Detector]:
+    """N2 on AtomMem: the profiles (the belief cache, made by the session-end batch from the facts)
+    cite a fact whose text has changed since, and the fact is not marked for re-extraction, so no
+    later batch mends the profile. Checked on serial orders (design) and races alike."""
+    def check(state, errors):
+        fact = next((f for f in state["facts"] if f[0] == fid), None)
+        if fact is None or fact[5]:
+            return []
+        return [f"profile {p[0]} says {p[2]!r} from {fid}, which now says {fact[1]!r}, and {fid} is not pending "
+                "profile extraction: the belief drifted from the facts with nothing to re-derive it"
+                for p in state["profiles"] if fid in p[3] and fact[1] not in p[2]]
+    return [Detector("N2", check, always=True), Detector("N2", check)]
+
+
 # -- scenarios ------------------------------------------------------------------------------------
 
 BERLIN, CAT, PARIS, ROME = RESIDENCES[0], "Alice has a cat.", RESIDENCES[1], RESIDENCES[2]
@@ -799,6 +832,17 @@ def _scenarios(engine: AtomMemModel) -> dict[str, Scenario]:
                                     "W": (("add", ACME),)}),
                  seeded(BERLIN, CAT), False,
                  (torn_write(), torn_read(), lost_facts(VIOLIN, ACME), id_collision()), ("torn-read", "lost-update")),
+        Scenario("double-supersede", "two agents contradict 'Alice lives in Berlin' (F1) with Paris and Rome, and "
+                 "what each conflict LLM was shown is observed: serially the second judges the first's new text; "
+                 "concurrently both judge Berlin and both overwrite F1 in place",
+                 ("A", "B"), calls({"A": (("add", PARIS),), "B": (("add", ROME),)}), seeded(BERLIN, CAT), False,
+                 (superseded_twice(BERLIN), torn_write()), ("double-supersede",), observe=True),
+        Scenario("profile-vs-revision", "N2's shape on AtomMem: the session-end profile batch P (reads the facts, "
+                 "writes the profiles: the belief cache) and a contradiction W that overwrites F1 (Berlin -> Paris; "
+                 "the model's conflict path, as the published code, leaves F1's needs_profile_extraction as it "
+                 "was): can the profiles end up citing a text F1 no longer holds, with F1 not pending?",
+                 ("P", "W"), calls({"P": (("end_session",),), "W": (("add", PARIS),)}), seeded(BERLIN, CAT), False,
+                 (*profile_drift("F1"), torn_write(), torn_read()), ("N2",)),
         Scenario("profile-batch-vs-add", "the session-end profile batch (load facts and profiles, extract, clear "
                  "the pending flags, save both) races a fact add: the batch's save can erase the new fact, or the "
                  "add's save can restore the flags the batch cleared",

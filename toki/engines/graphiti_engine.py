@@ -466,6 +466,14 @@ class GraphitiEngine:
         self.scenarios = _scenarios(self)
 
     @property
+    def system(self) -> str:
+        """What the row stands for in verdict tables."""
+        from importlib.metadata import version
+
+        v = version("graphiti-core")
+        return f"Zep CE (Graphiti {v} in server mode)" if self.zep else f"Graphiti {v} on Kuzu"
+
+    @property
     def version(self) -> str:
         v = _version()
         return f"model of Zep CE graph_service over {v}" if self.zep else v

@@ -276,6 +276,11 @@ class LangMemEngine(OnPostgres):
         return f"{_version()} on {store} ({self.store_package} {version(self.store_package)})"
 
     @property
+    def system(self) -> str:
+        """What the row stands for in verdict tables."""
+        return f"LangMem {_version()} on {'SQLite' if self.backend == 'sqlite' else 'PostgreSQL'}"
+
+    @property
     def description(self) -> str:
         return (f"LangMem's unmodified memory manager (search, one LLM call, blind puts) on LangGraph's "
                 f"{'SqliteStore' if self.backend == 'sqlite' else 'PostgresStore'}, with a scripted chat model "

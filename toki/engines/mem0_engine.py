@@ -344,6 +344,10 @@ class Mem0Engine(OnPostgres):
     def version(self) -> str:
         return _version()
 
+    @property
+    def system(self) -> str:
+        return f"mem0 {_version()}"  # what the row stands for (verdict tables): the paper's "mem0 v3"
+
     def _storage(self):
         """The engine's run schema (pgvector created once) and its connection pool."""
         with self._lock:

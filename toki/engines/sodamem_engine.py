@@ -138,6 +138,11 @@ class SodaMemEngine:
         return _require().__version__
 
     @property
+    def system(self) -> str:
+        """What the row stands for in verdict tables: the system and version."""
+        return f"SodaMem {self.version}" + (" + transaction wrapper (a fix)" if self.fixed else "")
+
+    @property
     def description(self) -> str:
         if self.fixed:
             return ("SodaMem with each agent call inside one BEGIN IMMEDIATE transaction under the store lock "
@@ -211,9 +216,9 @@ def _session(text: str) -> str:
     return "s_" + hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-def _ingest(mem, text: str, role: str = "user"):
+def _ingest(mem, text: str, role: str = "user", session: str = ""):
     day = CLAIMS[text]["valid_from"]
-    return mem.ingest([{"role": role, "content": text}], user_id=USER, session_id=_session(text),
+    return mem.ingest([{"role": role, "content": text}], user_id=USER, session_id=_session(text + session),
                       session_time=f"{day}T12:00:00")
 
 
@@ -228,6 +233,9 @@ def _perform(mem, what: tuple):
     op, *args = what
     if op == "ingest":
         r = _ingest(mem, *args)
+        return {"facts": r.counts.get("fact_events")}
+    if op == "ingest-session":  # the same utterance in a session of its own (another conversation)
+        r = _ingest(mem, args[0], session=args[1])
         return {"facts": r.counts.get("fact_events")}
     if op == "ingest-in-order":  # several sessions, one after another, in the order given
         return [_ingest(mem, t).counts.get("fact_events") for t in args]
@@ -244,7 +252,7 @@ def _perform(mem, what: tuple):
         return mem.store.archive_fact_event(_fact_id_of(mem, args[0]), user_id=USER)["deleted"]
     if op == "delete":
         return mem.store.delete_fact_event(_fact_id_of(mem, args[0]), user_id=USER).get("deleted")
-    raise ConfigError(f"unknown SodaMem call {op!r}", fix="use ingest, supersede, archive or delete")
+    raise ConfigError(f"unknown SodaMem call {op!r}", fix="use ingest, ingest-session, supersede, archive or delete")
 
 
 # -- detectors on SodaMem's own state ----------------------------------------------------------
@@ -340,6 +348,49 @@ def belief_read(predicate: str, reader: str) -> Detector:
     return Detector("N2", check, observes=True)
 
 
+def duplicate_active() -> Detector:
+    """One fact current twice: a restatement that serially merges into the stored fact (duplicate)."""
+    def check(state, errors):
+        seen: dict[tuple, int] = {}
+        for f in state["facts"]:
+            if f["status"] == "active":
+                seen[(f["predicate"], f["object"])] = seen.get((f["predicate"], f["object"]), 0) + 1
+        return [f"({p}, {o}) is current {n} times: both ingests read the facts before either wrote, so neither "
+                "found the other's fact to merge into" for (p, o), n in sorted(seen.items()) if n > 1]
+    return Detector("duplicate-insert", check)
+
+
+def rewon(predicate: str) -> Detector:
+    """N1 on SodaMem: two adjudications of one contradiction with different winners (SUPERSEDES edges
+    both ways between two values, or the older value current beside a fact that superseded it)."""
+    def check(state, errors):
+        sup = {(e[0], e[1]) for e in state["edges"] if e[2] == "SUPERSEDES"}
+        objs = {f["object"] for f in state["facts"] if f["predicate"] == predicate}
+        out = [f"{a} superseded {b} and {b} superseded {a}: one contradiction decided both ways"
+               for a, b in sorted(sup) if a < b and (b, a) in sup and a in objs]
+        out += [f"{b} is current although {a} superseded it" for a, b in sorted(sup)
+                if b in _active(state, predicate) and a in objs]
+        return out
+    return Detector("N1", check)
+
+
+def loser_kept(*objects: str) -> list[Detector]:
+    """N3 on SodaMem: every value ingested is still readable, and a superseded one says by whom
+    (``superseded_by`` or a SUPERSEDES edge). Checked on serial orders (design) and races alike."""
+    def check(state, errors):
+        out = []
+        have = {f["object"]: f for f in state["facts"]}
+        winners = {e[1] for e in state["edges"] if e[2] == "SUPERSEDES"}
+        for obj in objects:
+            f = have.get(obj.lower())
+            if f is None:
+                out.append(f"{obj} is gone: a loser destroyed without trace")
+            elif f["status"] == "superseded" and not f["superseded_by"] and obj.lower() not in winners:
+                out.append(f"{obj} is superseded with no record of its winner")
+        return out
+    return [Detector("N3", check, always=True), Detector("N3", check)]
+
+
 def _scenarios(engine: SodaMemEngine) -> dict[str, Scenario]:
     def ingest_setup(*texts):
         def setup(mem):
@@ -362,6 +413,19 @@ def _scenarios(engine: SodaMemEngine) -> dict[str, Scenario]:
                  "(its RLock guards each method, not the maintainer's read-then-write)",
                  ("A", "B"), calls(move), ingest_setup("I live in Berlin."), True,
                  (several_current("lives_in"), lost_write("lost-update")), ("double-supersede",)),
+        Scenario("supersede-keeps-loser", "N3: agents A and B ingest contradicting moves (Rome, Paris) over "
+                 "'I live in Berlin': whatever the order or interleaving, is every loser still readable, "
+                 "with its winner recorded (status SUPERSEDED, superseded_by, a SUPERSEDES edge)?",
+                 ("A", "B"), calls(move), ingest_setup("I live in Berlin."), False,
+                 tuple(loser_kept("Berlin", "Rome", "Paris")), ("N3",)),
+        Scenario("same-move-twice", "agents A and B each ingest 'I moved to Rome' in a session of their own over "
+                 "'I live in Berlin' (two conversations saying the same): serially the second is a duplicate "
+                 "merged into the first's fact, and both adjudicate (Berlin, Rome) the same way (no judge: the "
+                 "order key is valid time, said time, content hash)",
+                 ("A", "B"), calls({"A": ("ingest-session", "I moved to Rome.", "A"),
+                                    "B": ("ingest-session", "I moved to Rome.", "B")}),
+                 ingest_setup("I live in Berlin."), False,
+                 (duplicate_active(), rewon("lives_in")), ("duplicate-insert", "N1")),
         Scenario("preference-cue", "two preference updates with an update cue (now/instead, currently) over "
                  "'I prefer tea': supersession applies, as for current state",
                  ("A", "B"), calls({"A": ("ingest", "I now prefer coffee instead."),

@@ -77,6 +77,7 @@ class TokiEngine(OnPostgres):
         self.scenarios = _scenarios(self)
 
     version = toki.__version__
+    system = f"TOKI write path {toki.__version__}"  # what the row stands for (verdict tables)
     description = "TOKI's own write path (Store.write) on PostgreSQL, statement by statement"
 
     def open(self, location: Path):

@@ -94,6 +94,7 @@ class ComparatorModel:
     name = "comparator"
     executed = "model"
     version = VERSION
+    system = "judge-free comparator (the paper's WorldDB)"  # what the row stands for (verdict tables)
     description = ("the judge-free comparator (WorldDB): one BEGIN IMMEDIATE transaction per write, slot given by the "
                    "caller, valid-time order with bitemporal close-and-insert, audit rows; nothing deleted")
 

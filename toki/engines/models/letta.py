@@ -176,6 +176,7 @@ class LettaModel:
     name = "letta"
     executed = "model"
     version = VERSION
+    system = "Letta @0f6f52c"  # what the row stands for (verdict tables)
 
     def __init__(self, *, judge: JudgeFactory | None = None, rejudge_judge: JudgeFactory | None = None):
         # "rejudge" measures N1, so it asks a judge that can change its mind (temperature 1, p = 0.5)

@@ -83,6 +83,7 @@ TEA, GREEN, MILK = "Alice likes tea.", "Alice likes green tea.", "Alice likes te
 BOTH, NOTEA, DOG = "Alice likes green tea with milk.", "Alice no longer drinks tea.", "Alice has a dog."
 LOVE, HATE = "I love Chinese food.", "I hate Chinese food."
 PARIS, ROME = "Alice lives in Paris.", "Alice lives in Rome."
+ACME, GLOBEX, INITECH = "Alice works at Acme.", "Alice works at Globex.", "Alice works at Initech."
 
 # When each fact happened (mem0 1.0.x stores no event time; the detector of ingestion order uses it).
 EVENT_DAY = {PARIS: "2026-03-01", ROME: "2026-05-01", LOVE: "2026-01-01", HATE: "2026-02-01"}
@@ -101,6 +102,10 @@ RELATIONS: dict[tuple[str, str], tuple[str, str]] = {
     (NOTEA, GREEN): ("contradiction", "update"), (NOTEA, MILK): ("contradiction", "update"),
     (LOVE, HATE): ("contradiction", "delete"), (HATE, LOVE): ("contradiction", "delete"),
     (PARIS, ROME): ("contradiction", "update"), (ROME, PARIS): ("contradiction", "update"),
+    # A change of employer, resolved as the prompt's DELETE instruction says ("if the retrieved facts
+    # contradict the memory, delete it") with the new fact added: DELETE, then ADD.
+    **{(a, b): ("contradiction", "delete-add") for a in (ACME, GLOBEX, INITECH) for b in (ACME, GLOBEX, INITECH)
+       if a != b},
 }
 CONTRADICTIONS = [k for k, v in RELATIONS.items() if v[0] == "contradiction"]
 
@@ -290,6 +295,7 @@ class Mem0V2Model:
     name = "mem0-v2"
     executed = "model"
     version = VERSION
+    system = "mem0 1.0.x"  # what the row stands for (verdict tables)
 
     def __init__(self, *, judge: JudgeFactory | None = None, rejudge_judge: JudgeFactory | None = None):
         # "rejudge" measures N1, so it asks a judge that can change its mind (temperature 1, p = 0.5)
@@ -320,8 +326,11 @@ class Mem0V2Model:
         h.bind(agent, judge or self.judge_factory)
         results, votes, errors = [], [], []
         for op, *args in plan:
+            if op == "search":  # Memory.search: embed the query, one vector-store search
+                results.append(sorted(text for _, text in h.vs.search(embed(args[0]), SEARCH_LIMIT, USER)))
+                continue
             if op != "add":
-                raise ConfigError(f"unknown mem0 call {op!r}", fix="use add")
+                raise ConfigError(f"unknown mem0 call {op!r}", fix="use add or search")
             r = add(h, args[0])
             results.append(r["results"])
             votes.extend(r["votes"])
@@ -455,6 +464,30 @@ def contradicting_current() -> Detector:
     return Detector("double-current", check)
 
 
+def employers_current() -> Detector:
+    """Two current employers: both agents deleted the one they read and each added its own."""
+    def check(state, errors):
+        cur = sorted(t for t in _texts(state) if t in (ACME, GLOBEX, INITECH))
+        return [f"{cur} are all current: each add() read {ACME!r}, deleted it and added its own fact (serially "
+                "the second deletes the first's)"] if len(cur) > 1 else []
+    return Detector("double-supersede", check)
+
+
+def told_mid_replace(reader: str) -> Detector:
+    """N2 on mem0 1.0.x: a search between the DELETE and the ADD of one replacement."""
+    def check(state, errors, observed):
+        res = (observed or {}).get(reader)
+        if not res:
+            return []
+        seen = [t for t in res["results"][0] if t in (ACME, GLOBEX, INITECH)]
+        if len(seen) != 1:
+            return [f"{reader} searched where Alice works while another add() replaced it and was told {seen or 'nothing'} "
+                    "(serially it is told the old employer or the new one): the DELETE and the ADD are two "
+                    "vector-store calls"]
+        return []
+    return Detector("N2", check, observes=True)
+
+
 def destroyed_without_audit() -> Detector:
     """N3 by design: DELETE hard-deletes and UPDATE overwrites in place; the loser leaves the store."""
     def check(state, errors):
@@ -535,6 +568,18 @@ def _scenarios(engine: Mem0V2Model) -> dict[str, Scenario]:
                  "second is a duplicate (NONE); concurrently both search before either inserts and both ADD",
                  ("A", "B"), calls({"A": (("add", DOG),), "B": (("add", DOG),)}), seeded(TEA), False,
                  (duplicates(), history_out_of_order()), ("duplicate-insert",)),
+        Scenario("double-supersede",
+                 "'Alice works at Acme' is stored; two add() calls say she works at Globex and at Initech. The "
+                 "update LLM resolves a change of employer as the prompt's DELETE instruction says: DELETE the "
+                 "contradicted memory, ADD the new fact. Serially the second deletes the first's; concurrently "
+                 "both search before either writes, both delete Acme and both add",
+                 ("A", "B"), calls({"A": (("add", GLOBEX),), "B": (("add", INITECH),)}), seeded(ACME), False,
+                 (employers_current(), history_out_of_order()), ("double-supersede",)),
+        Scenario("search-during-replace",
+                 "agent R asks where Alice works (Memory.search) while agent A's add() replaces Acme by Globex "
+                 "(DELETE, then ADD: two vector-store calls)",
+                 ("A", "R"), calls({"A": (("add", GLOBEX),), "R": (("search", "Where does Alice work?"),)}),
+                 seeded(ACME), False, (told_mid_replace("R"),), ("N2",), observe=True),
         Scenario("update-overwrites",
                  "one add() refines 'Alice likes tea' into 'Alice likes green tea': UPDATE overwrites the memory in "
                  "place (N3 by design, in a serial run)",

@@ -157,6 +157,7 @@ class MirixModel:
     name = "mirix"
     executed = "model"
     version = VERSION
+    system = "MIRIX @76741d9"  # what the row stands for (verdict tables)
 
     def __init__(self, *, judge: JudgeFactory | None = None, rejudge_judge: JudgeFactory | None = None):
         # "rejudge" measures N1, so it asks a judge that can change its mind (temperature 1, p = 0.5)
