@@ -173,6 +173,13 @@ def test_sqlite_files_are_not_verified_and_their_settings_are_reported():
     assert "journal_mode=" in out and "synchronous=" in out
 
 
+def test_files_a_native_library_writes_are_not_verified():
+    pytest.importorskip("duckdb")
+    code, out, err = _faults("--engine-module", "tests.plugins.duckdb_store:engine", "--kind", "power-loss")
+    assert code == 1, out + err
+    assert "not verified: the store's files (store.duckdb) are written by native code" in out
+
+
 def test_a_plugin_without_file_operations_is_not_applicable_and_does_not_pass():
     code, out, err = _faults("--engine-module", "tests.plugins.memory_only:engine", "--kind", "power-loss")
     assert code == 1, out + err

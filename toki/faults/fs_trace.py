@@ -15,7 +15,8 @@ too (at the next look: their order relative to that look is the only thing lost)
 SQLite's files are written by its C library, which none of this sees: they are left out of
 the trace (by their header and their ``-journal``/``-wal``/``-shm`` names), and the settings
 each SQLite connection the engine opened runs with (``PRAGMA journal_mode``, ``synchronous``)
-are recorded instead.
+are recorded instead. So are the files of any other native library (a C++ database's): a file
+that changes without a hooked call having named it is native, and left out.
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ class Recorder:
         self.returns: list[tuple[int, str]] = []  # (number of ops when the call returned, agent)
         self.agent: str | None = "open"
         self.sqlite_files: set[str] = set()
+        # Files only native code changed (a C library's own writes, whose fsyncs toki cannot see):
+        # left out of the trace like SQLite's. A file is Python's once a hooked call named it.
+        self.native_files: set[str] = set()
+        self.touched: set[str] = set()
         self.sqlite_settings: dict[str, dict] = {}
         self._conns: list = []
         self._files: dict[str, tuple[int, bytes]] = {}
@@ -82,10 +87,15 @@ class Recorder:
         by_ino_now = {ino: name for name, (ino, _) in files.items()}
         new: list[Op] = []
         for d in sorted(dirs - before_dirs, key=lambda s: s.count("/")):
-            new.append(Op("mkdir", d, agent=self.agent))
+            if d in self.touched:
+                new.append(Op("mkdir", d, agent=self.agent))
         moved: list[Op] = []
         for name, (ino, data) in sorted(files.items()):
             old = by_ino_before.get(ino)
+            if (old is None or old[0] != name or old[1] != data) and name not in self.touched and \
+                    (old is None or old[0] not in self.touched):
+                self.native_files.add(name)
+                continue
             if old is None:
                 if name in before_files:  # a new file in place of an old one (not through a rename)
                     new.append(Op("unlink", name, before_files[name][0], agent=self.agent))
@@ -103,12 +113,15 @@ class Recorder:
                                   blocks=diff_blocks(old_data, data)))
         new.extend(moved)
         for name, (ino, _) in sorted(before_files.items()):
+            if name not in self.touched:
+                continue
             if ino not in by_ino_now and (name not in files or files[name][0] != ino):
                 renamed_over = any(m.dest == name for m in moved)
                 if not renamed_over:
                     new.append(Op("unlink", name, ino, agent=self.agent))
         for d in sorted(before_dirs - dirs, key=lambda s: -s.count("/")):
-            new.append(Op("rmdir", d, agent=self.agent))
+            if d in self.touched:
+                new.append(Op("rmdir", d, agent=self.agent))
         self.ops.extend(new)
 
     def _under(self, path) -> str | None:
@@ -120,6 +133,17 @@ class Recorder:
             return None
         return "" if str(rel) == "." else str(rel)
 
+    def touch(self, *paths) -> bool:
+        """Note the paths under the folder a hooked call named; whether there was one."""
+        hit = False
+        for x in paths:
+            if isinstance(x, (str, bytes, os.PathLike)):
+                rel = self._under(x)
+                if rel is not None:
+                    self.touched.add(rel)
+                    hit = True
+        return hit
+
     def _fd_path(self, fd: int) -> str | None:
         try:
             return self._under(os.readlink(f"/proc/self/fd/{fd}"))
@@ -130,6 +154,7 @@ class Recorder:
         rel = self._fd_path(fd)
         if rel is None:
             return
+        self.touched.add(rel)
         try:
             st = os.fstat(fd)
         except OSError:
@@ -175,7 +200,7 @@ class Recorder:
         cf = file_calls.ControlledFile
         saved_cf = {k: cf.__dict__[k] for k in ("flush", "close", "truncate")}
         names = ("replace", "rename", "truncate", "unlink", "remove", "mkdir", "rmdir", "fsync", "fdatasync",
-                 "close")
+                 "close", "open")
         saved_os = {k: getattr(os, k) for k in names}
         saved_open = builtins.open, io.open
         saved_connect = sqlite3.connect, sqlite3.dbapi2.connect
@@ -192,7 +217,7 @@ class Recorder:
 
         def path_call(fn):
             def call(*a, **kw):
-                mine = any(rec._under(x) is not None for x in a[:2] if isinstance(x, (str, bytes, os.PathLike)))
+                mine = rec.touch(*a[:2])
                 try:
                     return fn(*a, **kw)
                 finally:
@@ -202,8 +227,9 @@ class Recorder:
 
         def opener(fn):
             def call(file, *a, **kw):
+                mine = not isinstance(file, int) and rec.touch(file)
                 f = fn(file, *a, **kw)
-                if not isinstance(file, int) and rec._under(file) is not None:
+                if mine:
                     rec.look()
                 return f
             return call
@@ -216,8 +242,18 @@ class Recorder:
                 return r
             return call
 
+        def os_open(path, *a, **kw):
+            mine = rec.touch(path)
+            fd = saved_os["open"](path, *a, **kw)
+            if mine:
+                rec.look()
+            return fd
+
         def close_fd(fd):
-            mine = rec._fd_path(fd) is not None
+            rel = rec._fd_path(fd)
+            mine = rel is not None
+            if mine:
+                rec.touched.add(rel)
             r = saved_os["close"](fd)
             if mine:
                 rec.look()
@@ -237,6 +273,7 @@ class Recorder:
         for k in ("replace", "rename", "truncate", "unlink", "remove", "mkdir", "rmdir"):
             setattr(os, k, path_call(saved_os[k]))
         os.fsync, os.fdatasync, os.close = sync(saved_os["fsync"]), sync(saved_os["fdatasync"]), close_fd
+        os.open = os_open
         builtins.open = io.open = opener(saved_open[0])
         sqlite3.connect = sqlite3.dbapi2.connect = connect
         cc.close = cc_close

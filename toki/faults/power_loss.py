@@ -76,6 +76,11 @@ def describe_sqlite(files: set[str], settings: dict[str, dict]) -> str:
     return "; ".join(parts)
 
 
+@dataclass(frozen=True)
+class _Unbuilt:
+    why: str
+
+
 @dataclass
 class Trace:
     ops: list[Op]
@@ -84,6 +89,7 @@ class Trace:
     errors: dict[str, str]
     sqlite_files: set[str]
     sqlite_settings: dict[str, dict]
+    native_files: set[str]
 
     def done(self, point: int) -> int:
         """How many calls had returned when the crash came after ``point`` operations. A call that
@@ -196,7 +202,8 @@ class PowerLossFaults:
                             errors[a] = type(e).__name__
                         rec.returned(a)
                     rec.sqlite_now()
-                return Trace(rec.ops, rec.returns, rec.base, errors, rec.sqlite_files, rec.sqlite_settings)
+                return Trace(rec.ops, rec.returns, rec.base, errors, rec.sqlite_files, rec.sqlite_settings,
+                             rec.native_files)
 
             with self._location() as loc:
                 self.runner._seed(loc)
@@ -243,6 +250,14 @@ class PowerLossFaults:
     def applicable(self) -> str | None:
         """Why this scenario's storage cannot be crashed here (None when it can)."""
         t = self.trace()
+        native = sorted(t.native_files - t.sqlite_files)
+        if native:
+            where = ", ".join(native[:4]) + (" ..." if len(native) > 4 else "")
+            if t.ops or t.sqlite_files:
+                return (f"unverifiable: the store mixes files native code writes ({where}: toki sees neither their "
+                        "writes nor their fsyncs) with files Python writes")
+            return (f"not verified: the store's files ({where}) are written by native code, whose writes and "
+                    "fsyncs toki does not see")
         if t.sqlite_files and t.ops:
             return ("unverifiable: the store mixes SQLite files (written by SQLite's C library, which toki does "
                     "not see) with files Python writes: " + describe_sqlite(t.sqlite_files, t.sqlite_settings))
@@ -311,7 +326,10 @@ class PowerLossFaults:
                       "ops": [o.label() for o in t.ops[:crash.point]]}
 
         def reopen():
-            materialize(img, self.loc)
+            try:
+                materialize(img, self.loc)
+            except OSError as e:  # not the engine's doing: the state is unjudged, never survived
+                return _Unbuilt(f"{type(e).__name__}: {e}")
             h = self.engine.open(self.loc)
             try:
                 return self.engine.state(h)
@@ -321,7 +339,9 @@ class PowerLossFaults:
 
         with self._location():
             got = _child(reopen)
-        if got[0] == "signal":
+        if got[0] == "ok" and isinstance(got[1], _Unbuilt):
+            res.findings.append(f"unverifiable: the crash state could not be written out ({got[1].why})")
+        elif got[0] == "signal":
             res.findings.append(f"does not open: the engine itself crashed ({got[1]}) reopening it")
         elif got[0] == "error":
             res.findings.append(f"does not open: {got[1]}")
