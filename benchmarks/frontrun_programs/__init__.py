@@ -22,6 +22,7 @@ PROGRAMS: dict[str, tuple[str, str]] = {
     "pg-fixed": ("pg_counter", "fixed"),
     "dict-racy": ("dict_counter", "racy"),
     "dict-fixed": ("dict_counter", "fixed"),
+    "dict-lock-misplaced": ("dict_counter", "misplaced"),
 }
 
 # Storage programs: toki's target (decisive on each) is stated over these; the dicts have no storage.

@@ -2,6 +2,8 @@
 
 - ``racy``: no lock: a thread switch between the read and the store loses an update.
 - ``fixed``: a ``threading.Lock`` around the read-modify-write.
+- ``misplaced``: the lock is taken and released *before* the read-modify-write, which it does not
+  guard: as racy as ``racy``, but each agent now makes calls toki schedules (the lock's).
 
 toki is not built for this: it schedules storage calls, and these agents make none. Its fail-closed
 rule makes the honest answer *unverifiable* (an agent completed without a storage call the harness
@@ -32,6 +34,13 @@ def work(h: Handle) -> None:
         h.d["n"] = h.d["n"] + 1
 
 
+def work_misplaced(h: Handle) -> None:
+    """The lock guards nothing: the read-modify-write runs after it is released."""
+    with h.lock:
+        pass
+    h.d["n"] = h.d["n"] + 1
+
+
 # -- toki ---------------------------------------------------------------------------------------
 
 class DictCounter:
@@ -39,11 +48,13 @@ class DictCounter:
     version = "builtin dict"
 
     def __init__(self, variant: str):
-        self.fixed = variant == "fixed"
+        self.fixed = variant in ("fixed", "misplaced")  # both make a lock; only "fixed" guards with it
+        self.work = work_misplaced if variant == "misplaced" else work
         self.name = f"bench-dict-counter-{variant}"
         self._stores: dict[str, Handle] = {}
         self.scenarios = {"increment": Scenario(
-            "increment", "two threads add one to d['n'] in one shared dict" + (" under a lock" if self.fixed else ""),
+            "increment", "two threads add one to d['n'] in one shared dict"
+            + {"racy": "", "fixed": " under a lock", "misplaced": " after taking and releasing a lock"}[variant],
             AGENTS, self.increment, setup=self.seed, shared=True,
             detectors=(Detector("lost-update", lost_update),), anomalies=("lost-update",))}
 
@@ -67,7 +78,7 @@ class DictCounter:
         return dict(h.d)
 
     def increment(self, h: Handle, agent: str) -> None:
-        work(h)
+        self.work(h)
 
 
 def racy() -> DictCounter:
@@ -78,12 +89,17 @@ def fixed() -> DictCounter:
     return DictCounter("fixed")
 
 
+def misplaced() -> DictCounter:
+    return DictCounter("misplaced")
+
+
 # -- frontrun -----------------------------------------------------------------------------------
 
 def frontrun_case(variant: str, dsn: str | None = None):
-    fix = variant == "fixed"
+    lock = variant in ("fixed", "misplaced")
 
     def setup() -> Handle:
-        return Handle({"n": 0}, threading.Lock() if fix else None)
+        return Handle({"n": 0}, threading.Lock() if lock else None)
 
-    return setup, work, (lambda h: h.d["n"] == len(AGENTS)), (lambda: None)
+    code = work_misplaced if variant == "misplaced" else work
+    return setup, code, (lambda h: h.d["n"] == len(AGENTS)), (lambda: None)

@@ -7,7 +7,10 @@ interposition library), so ``bench_frontrun.py`` runs this module in a subproces
 one run per process: no state (patched modules, leftover threads) carries from one run to the next.
 
 The counterexample's replays are frontrun's own: ``reproduce_on_failure=N`` re-runs the failing
-schedule N times and counts the runs that break the invariant again.
+schedule N times and counts the runs that break the invariant again. frontrun's random strategy
+does not re-run a counterexample in which a worker raised (it returns at once); for that one this
+module replays the schedule itself through frontrun's public ``frontrun.bytecode.run_with_schedule``
+(the function its reproduction uses) and counts the runs that raise again or break the invariant.
 """
 
 from __future__ import annotations
@@ -27,6 +30,25 @@ from benchmarks.frontrun_programs import module  # noqa: E402
 def verdict(result) -> str:
     """frontrun's tri-state ``property_holds``: False a counterexample, True a pass, None inconclusive."""
     return {False: "found", True: "cleared", None: "inconclusive"}[result.property_holds]
+
+
+def replay(schedule: list[int], setup, worker, invariant, times: int) -> int:
+    """How many of ``times`` re-runs of a random-strategy schedule fail again (a worker raises, or the
+    invariant breaks); a frontrun timeout or deadlock is not a reproduction, as in frontrun's own count."""
+    from frontrun._deadlock import DeadlockError  # what a replay that deadlocks raises (not public)
+    from frontrun.bytecode import run_with_schedule
+
+    hits = 0
+    for _ in range(times):
+        try:
+            state = run_with_schedule(schedule, setup, [worker, worker])
+        except (TimeoutError, DeadlockError):
+            continue
+        except Exception:  # noqa: BLE001 - the worker's own error again: the crash reproduced
+            hits += 1
+            continue
+        hits += not invariant(state)
+    return hits
 
 
 def main(argv=None) -> int:
@@ -59,7 +81,13 @@ def main(argv=None) -> int:
         out |= {"verdict": verdict(r), "explored": r.num_explored, "unique": r.unique_interleavings,
                 "replays": r.reproduction_attempts, "replayed": r.reproduction_successes,
                 "reason": r.inconclusive_reason,
-                "counterexample_len": len(r.counterexample) if isinstance(r.counterexample, list) else None}
+                "counterexample_len": len(r.counterexample) if isinstance(r.counterexample, list) else None,
+                "replay_by": "frontrun" if r.reproduction_attempts else None,
+                "explanation": (r.explanation or "").strip().splitlines()[0][:300] if r.property_holds is False else None}
+        if (a.strategy == "random" and r.property_holds is False and not r.reproduction_attempts
+                and isinstance(r.counterexample, list)):
+            out["replayed"] = replay(r.counterexample, setup, worker, invariant, a.replays)
+            out |= {"replays": a.replays, "replay_by": "bench: frontrun.bytecode.run_with_schedule"}
     except Exception as e:  # noqa: BLE001 - explore() itself raised: that is the result of this run
         out |= {"verdict": "error", "explored": None, "replays": 0, "replayed": 0,
                 "reason": f"explore() raised {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
