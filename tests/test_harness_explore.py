@@ -218,3 +218,47 @@ def test_sodamem_delete_vs_supersede_reduced_reaches_every_outcome():
     full, reduced = _both(lambda: load_engine("sodamem"), "delete-vs-supersede", 2)
     assert full.complete and reduced.complete and reduced.outcomes == full.outcomes
     assert reduced.explored < full.explored
+
+
+# -- sharding: the parts of n shards add up to the unsharded search ----------------------------
+
+SHARDED = [
+    ("notes K=3", toy_engine.notes, "append", 3),
+    ("notes, three agents", _three_notes, "append", 2),
+    ("atommem-atomic add-search-vs-add", lambda: load_engine("atommem-atomic"), "add-search-vs-add", 2),
+    ("tinydb locked", _module("tests.plugins.tinydb_counter:locked"), "increment", 2),
+]
+
+
+@pytest.mark.parametrize("label,make,scenario,bound", SHARDED, ids=[s[0] for s in SHARDED])
+def test_the_shards_of_a_tree_add_up_to_the_unsharded_search(label, make, scenario, bound):
+    whole = _everything(make, scenario, bound)
+    for n in (2, 3):
+        parts = []
+        for i in range(n):
+            with TrialRunner(make(), scenario) as tr:
+                parts.append(explore(tr, bound=bound, stop_at_first=False, shard=(i, n)))
+        assert all(p.complete for p in parts)
+        assert sum(p.explored for p in parts) == whole.explored, (n, [p.explored for p in parts])
+        assert sum(p.pruned for p in parts) == whole.pruned
+        assert set().union(*(p.outcomes for p in parts)) == whole.outcomes
+        assert all(p.explored > 0 for p in parts)  # every shard has work: the split is not one part
+
+
+def test_a_shard_that_does_not_exist_is_bad_input():
+    with TrialRunner(toy_engine.counter(), "increment") as tr, pytest.raises(ConfigError, match="shard 2 of 2"):
+        explore(tr, bound=1, shard=(2, 2))
+
+
+def test_a_racy_counter_is_found_by_some_shard_and_the_merged_verdict_names_the_lowest_level():
+    from toki.harness.search import exhaustive_part, exhaustive_verdict, first_hit
+
+    parts = []
+    for i in range(3):
+        with TrialRunner(toy_engine.counter(), "increment") as tr:
+            part = exhaustive_part(tr, bound=2, shard=(i, 3))
+            part.pop("found")
+            parts.append(part)
+    doc, hit = exhaustive_verdict(2, parts), first_hit(parts)
+    assert hit is not None and hit["level"] == 1 and not doc["complete"] and doc["shards"] == 3
+    assert doc["explored"] == sum(p["explored"] for p in parts)

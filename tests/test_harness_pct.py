@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
+import json
 import random
 
 import pytest
 
+from toki.cli import main
 from toki.engines.registry import load_engine
 from toki.harness.pct import PCTChooser, bound, pct_search
 from toki.harness.trial import TrialRunner
@@ -96,3 +99,33 @@ def test_a_search_told_nothing_or_not_in_control_never_certifies(capsys, how):
         (v,) = json.loads(capsys.readouterr().out)["verdicts"]
         assert rc == 1 and v["verdict"] == "unverifiable", (spec, v)
         assert v["search"]["complete"] is False
+
+
+@pytest.mark.slow
+def test_workers_and_a_cluster_cut_the_same_shards_and_agree_with_one_process():
+    """``--workers 2`` and ``--cluster local:1``/``local:2`` report the same search, and for a complete
+    certificate the same counts as the unsharded search in one process."""
+    pytest.importorskip("distributed")
+    docs = {}
+    for how in ([], ["--workers", "2"], ["--cluster", "local:1"], ["--cluster", "local:2"]):
+        out = io.StringIO()
+        rc = main(["certify", "--engine", "atommem-atomic", "--scenario", "add-search-vs-add", "--exhaustive", "2",
+                   "--json", "-", *how], out=out, err=io.StringIO())
+        assert rc == 0
+        docs[" ".join(how) or "one process"] = json.loads(out.getvalue())["verdicts"][0]["search"]
+    one = docs.pop("one process")
+    assert one["complete"] and "shards" not in one
+    for how, s in docs.items():
+        assert s["complete"] and s["shards"] == 4, how
+        assert (s["explored"], s["pruned"], s["guarantee"]) == (one["explored"], one["pruned"], one["guarantee"]), how
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--exhaustive", "2", "--workers", "0"], "--workers 0"),
+    (["--workers", "2"], "--exhaustive"),
+    (["--exhaustive", "1", "--workers", "2", "--cluster", "local:2"], "--workers and --cluster"),
+])
+def test_workers_are_checked_where_they_enter(argv, needle):
+    err = io.StringIO()
+    rc = main(["certify", "--engine-module", "tests.toy_engine:counter", *argv], out=io.StringIO(), err=err)
+    assert rc == 2 and needle in err.getvalue()

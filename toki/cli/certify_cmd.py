@@ -48,6 +48,9 @@ def register(sub) -> None:
                    help="(--engine) exit 1 on a by-design finding too (a property serial orders show; default: a note)")
     p.add_argument("--cluster", metavar="ADDRESS", help="(--engine) certify the scenarios on a Dask cluster: a "
                    "scheduler address, or local:N worker processes (pip install 'toki[cluster]')")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="(--engine --exhaustive) search each scenario's tree in N processes on this machine, cut "
+                        "into the same shards as --cluster (default 1: one process, unsharded)")
     p.add_argument("--times", type=int, default=1, help="(--replay) how many times to re-execute (default 1)")
     p.add_argument("--step-limit", type=float, default=10.0, metavar="SECONDS",
                    help="(--engine) longest an agent may take to reach its next storage call (default 10)")

@@ -51,8 +51,9 @@ def _server_for(engine, dsn):
 
 def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: float, witness: str | None,
                      png: str | None, svg: str | None, bar=None, mode: str = "random",
-                     bound: int | None = None) -> dict:
-    """One scenario: serial orders, search, shrink, witness and picture; the verdict row."""
+                     bound: int | None = None, searched=None) -> dict:
+    """One scenario: serial orders, search, shrink, witness and picture; the verdict row.
+    ``searched(runner)``, when given, stands for the search (the merged shards of a cluster)."""
     from toki.harness.controller import ReplayChooser, Unverifiable
     from toki.harness.search import certify_search
     from toki.harness.trial import TrialRunner
@@ -71,8 +72,9 @@ def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: f
         total = budget if budget is not None else None
         task = bar.add_task(f"{engine.name} {name}", total=total) if bar is not None else None
         try:
-            cert = certify_search(runner, mode=mode, bound=bound, budget=budget, seed=seed,
-                                  on_trial=None if bar is None else (lambda n, hit: bar.update(task, completed=n)))
+            cert = searched(runner) if searched is not None else certify_search(
+                runner, mode=mode, bound=bound, budget=budget, seed=seed,
+                on_trial=None if bar is None else (lambda n, hit: bar.update(task, completed=n)))
             found = cert.found
             v.update(trials=cert.tried, shrinks=cert.shrinks, search=cert.search,
                      serial_orders=sum(len(o) for o in runner.serial_outcomes().values()))
@@ -126,6 +128,72 @@ def _scenario_shard(name: str, spec: dict) -> dict:
     return certify_scenario(engine, name, budget=spec["budget"], seed=spec["seed"], step_limit=spec["step_limit"],
                             witness=spec["witness"], png=spec["png"], svg=spec["svg"], mode=spec.get("mode", "random"),
                             bound=spec.get("bound"))
+
+
+# An exhaustive search on a cluster is cut into this many shards per scenario (more on a larger
+# cluster): the same shards at local:1 and local:2, so both report the same counts and witness.
+EXHAUSTIVE_SHARDS = 4
+
+
+def _exhaustive_shard(job: tuple[str, int, int], spec: dict) -> dict:
+    """A Dask worker's share of ``--cluster --exhaustive``: shard ``i`` of ``n`` of one scenario's tree.
+    The anomalous run travels back as its grants; the client re-executes it."""
+    from toki.engines.registry import load_engine
+    from toki.harness.controller import Unverifiable
+    from toki.harness.search import exhaustive_part
+    from toki.harness.trial import TrialRunner
+
+    name, i, n = job
+    engine = load_engine(spec["engine"], spec["engine_module"])
+    _server_for(engine, spec["dsn"])
+    budget = spec["budget"]
+    try:
+        with TrialRunner(engine, name, step_limit_s=spec["step_limit"]) as runner:
+            part = exhaustive_part(runner, bound=spec["bound"], shard=(i, n),
+                                   budget=None if budget is None else -(-budget // n))
+    except Unverifiable as e:
+        return {"shard": [i, n], "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
+                "unverifiable": _one_line(e)}
+    part.pop("found")
+    return part
+
+
+def _in_processes(jobs: list, spec: dict, workers: int, on_result) -> list[dict]:
+    """``--workers N``: the shards in N fresh processes (spawned, not forked: the parent holds
+    threads and connections a fork would copy half-way), results in job order."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    out: list = [None] * len(jobs)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_exhaustive_shard, job, spec): i for i, job in enumerate(jobs)}
+        for fut in as_completed(futures):
+            out[futures[fut]] = fut.result()
+            on_result()
+    return out
+
+
+def _merged_search(parts: list[dict], bound: int):
+    """``searched`` for :func:`certify_scenario` from a scenario's shards: any unverifiable shard
+    makes the scenario unverifiable; the reported anomaly is re-executed here from its grants."""
+    from toki.harness.controller import ReplayChooser, Unverifiable
+    from toki.harness.search import Certificate, exhaustive_verdict, first_hit
+
+    def searched(runner):
+        bad = next((p for p in parts if p.get("unverifiable")), None)
+        if bad is not None:
+            raise Unverifiable(f"shard {bad['shard'][0]} of {bad['shard'][1]}: {bad['unverifiable']}")
+        doc, hit = exhaustive_verdict(bound, parts), first_hit(parts)
+        found = None
+        if hit is not None:
+            found = runner.trial(ReplayChooser(hit["grants"]))
+            if found.serializable:
+                raise Unverifiable("the anomalous run a shard found did not repeat when re-executed from its grants",
+                                   fix="the run depends on something the harness does not control (time, "
+                                       "randomness, a thread of the engine's own)")
+        return Certificate(found, doc["explored"], 0, doc)
+
+    return searched
 
 
 def _fails(v: dict, fail_on_design: bool) -> bool:
@@ -199,19 +267,51 @@ def run_engine(args, out) -> int:
     fail_on_design = getattr(args, "fail_on_design", False)
     t_all = time.perf_counter()
     cluster_info = None
+    workers = getattr(args, "workers", None)
+    if workers is not None:
+        if workers < 1:
+            raise ConfigError(f"--workers {workers} must be at least 1", fix="pass --workers 2 (one per core)")
+        if mode != "exhaustive":
+            raise ConfigError("--workers splits an exhaustive search's tree; random and PCT searches run in one "
+                              "process", fix="add --exhaustive K, or use --cluster local:N to spread scenarios")
+        if getattr(args, "cluster", None):
+            raise ConfigError("--workers and --cluster both say where to run", fix="pass one of them")
+    spec = {"engine": args.engine, "engine_module": args.engine_module, "dsn": args.dsn, "budget": budget,
+            "seed": args.seed, "step_limit": args.step_limit, "mode": mode, "bound": bound,
+            "witness": str(Path(args.witness).resolve()) if args.witness else None,
+            "png": str(Path(args.png).resolve()) if args.png else None,
+            "svg": str(Path(args.svg).resolve()) if args.svg else None}
+
+    def merged(parts: list[dict], n: int) -> list[dict]:
+        return [certify_scenario(engine, name, budget=budget, seed=args.seed, step_limit=args.step_limit,
+                                 witness=args.witness, png=args.png, svg=args.svg, mode=mode, bound=bound,
+                                 searched=_merged_search(parts[k * n:(k + 1) * n], bound))
+                for k, name in enumerate(names)]
+
     if getattr(args, "cluster", None):
-        # One shard per scenario: each is searched from the same seed wherever it runs.
+        # One shard per scenario, searched from the same seed wherever it runs; an exhaustive
+        # search cuts each scenario's tree into shards (toki.harness.explore), merged here.
         from toki.cluster import Cluster
 
-        spec = {"engine": args.engine, "engine_module": args.engine_module, "dsn": args.dsn, "budget": budget,
-                "seed": args.seed, "step_limit": args.step_limit, "mode": mode, "bound": bound,
-                "witness": str(Path(args.witness).resolve()) if args.witness else None,
-                "png": str(Path(args.png).resolve()) if args.png else None,
-                "svg": str(Path(args.svg).resolve()) if args.svg else None}
         with Cluster(args.cluster) as cl, progress() as bar:
-            task = bar.add_task(f"{engine.name} on {args.cluster}", total=len(names))
-            verdicts = cl.map(_scenario_shard, names, spec, on_result=lambda i, r: bar.advance(task))
+            if mode == "exhaustive":
+                n = max(EXHAUSTIVE_SHARDS, cl.workers)
+                jobs = [(name, i, n) for name in names for i in range(n)]
+                task = bar.add_task(f"{engine.name} on {args.cluster}, {n} shards per scenario", total=len(jobs))
+                parts = cl.map(_exhaustive_shard, jobs, spec, on_result=lambda i, r: bar.advance(task))
+            else:
+                task = bar.add_task(f"{engine.name} on {args.cluster}", total=len(names))
+                verdicts = cl.map(_scenario_shard, names, spec, on_result=lambda i, r: bar.advance(task))
             cluster_info = cl.describe()
+        if mode == "exhaustive":
+            verdicts = merged(parts, n)
+    elif workers is not None and workers > 1:
+        n = max(EXHAUSTIVE_SHARDS, workers)
+        jobs = [(name, i, n) for name in names for i in range(n)]
+        with progress() as bar:
+            task = bar.add_task(f"{engine.name}, {n} shards per scenario in {workers} processes", total=len(jobs))
+            parts = _in_processes(jobs, spec, workers, on_result=lambda: bar.advance(task))
+        verdicts = merged(parts, n)
     else:
         verdicts = []
         for name in names:
@@ -227,7 +327,8 @@ def run_engine(args, out) -> int:
         doc = {"verdicts": verdicts, "provenance": provenance(seed=args.seed, options={
             "engine": engine.name, "engine_module": args.engine_module, "scenarios": names, "budget": budget,
             "search": mode, "bound": bound,
-            "fail_on_design": fail_on_design, "cluster": cluster_info}, elapsed_s=round(elapsed, 3))}
+            "fail_on_design": fail_on_design, "cluster": cluster_info, "workers": workers},
+            elapsed_s=round(elapsed, 3))}
         emit_json(doc, out, None if args.json == "-" else args.json)
         if args.json == "-":
             return 1 if failed else 0

@@ -19,6 +19,19 @@ may need more preemptions than the bound allows, and then nobody covers it. So a
 is skipped only when its equivalent run provably costs no more preemptions than the one skipped
 (:meth:`_Node.asleep`); otherwise it is run although it sleeps.
 
+Sharding (``shard=(i, n)``): a run that takes a new branch at a decision some earlier run made
+is that run's *child*; the first run has none, its children are generation 1, theirs generation
+2. Each run of a generation below :data:`SPLIT_GENERATION` is a *part* by itself, and so is each
+run of that generation together with all its descendants. Parts are numbered in the depth-first
+order every shard walks, and part ``j`` is shard ``j % n``'s. Every shard runs the runs above
+the split (each counted by its part's owner only: they show the way to the parts below), passes
+over the other shards' parts by marking their first branch as taken without running it (a sleep
+set reads only which branches were taken, not what they found), and explores its own in full.
+So the ``n`` shards' runs and prunings add up to exactly those of one unsharded search, whatever
+``n``. Splitting by generation rather than by depth keeps the parts comparable: most runs of a
+deep tree differ from the first run only far down its path, and a cut at a fixed depth leaves
+them all in one part.
+
 The reduction assumes what the harness already does: the Python code an agent runs between two
 storage calls shares memory with other agents only under the locks, conditions and queues the
 harness instruments, and looks at none of them without a step (``acquire(blocking=False)`` on a
@@ -174,13 +187,26 @@ class _Node:
                 for a, s in {**self.sleep, **before}.items() if a != taken and not dependent(s.step, here)}
 
 
-class _Tree:
-    """The current path of the depth-first search, extended by each run past its prefix."""
+SPLIT_GENERATION = 2  # runs of this generation begin the parts that shards divide
 
-    def __init__(self, bound: int, reduce: bool):
+
+class _Tree:
+    """The current path of the depth-first search, extended by each run past its prefix.
+
+    With ``shard=(i, n)`` the tree walks only shard ``i``'s parts (see the module's notes);
+    ``counting`` says whether the run about to be made is this shard's to count."""
+
+    def __init__(self, bound: int, reduce: bool, shard: tuple[int, int] = (0, 1), split: int | None = None):
         self.bound, self.reduce = bound, reduce
+        self.index, self.shards = shard
+        if not 0 <= self.index < self.shards:
+            raise ConfigError(f"shard {self.index} of {self.shards} does not exist",
+                              fix="number shards 0 .. n-1 for n at least 1")
+        self.split = SPLIT_GENERATION if split is None else split
         self.path: list[_Node] = []
         self.pruned = 0
+        self.parts = 0
+        self.counting = self.shards == 1 or self._mine()  # the first run is a part of generation 0
 
     def next_node(self, victim: bool, eligible: tuple[str, ...], last: str | None,
                   steps: dict[str, Footprint]) -> _Node:
@@ -189,18 +215,32 @@ class _Tree:
         # a victim gets an error, not its pending step: no sleeping step is that
         sleep = parent.child_sleep() if parent and self.reduce and not victim else {}
         node = _Node(victim, eligible, last, steps, pre, sleep)
-        self.pruned += sum(1 for a in eligible if node.within(a, self.bound) and node.asleep(a))
+        if self.counting:  # a decision made by a run every shard makes is counted by the run's owner
+            self.pruned += sum(1 for a in eligible if node.within(a, self.bound) and node.asleep(a))
         return node
 
+    def _mine(self) -> bool:
+        self.parts += 1
+        return (self.parts - 1) % self.shards == self.index
+
     def backtrack(self) -> bool:
-        """Take the deepest decision's next branch; False when every branch was taken."""
+        """Take the deepest decision's next branch, passing over other shards' parts; False when
+        every branch was taken."""
         while self.path:
             node = self.path[-1]
             options = node.options(self.bound)
-            if options:
-                node.done.append(options[0])
+            if not options:
+                self.path.pop()
+                continue
+            node.done.append(options[0])
+            if self.shards == 1:
                 return True
-            self.path.pop()
+            generation = sum(1 for n in self.path if len(n.done) > 1)  # new branches on the path
+            if generation > self.split:
+                return True  # inside a part of ours: others' parts are never entered
+            self.counting = self._mine()
+            if generation < self.split or self.counting:
+                return True
         return False
 
 
@@ -307,21 +347,27 @@ class ExploreResult:
 def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_first: bool = True,
             max_runs: int | None = None, time_limit_s: float | None = None,
             want: Callable[[TrialResult], bool] | None = None,
-            on_run: Callable[[int, bool], None] | None = None) -> ExploreResult:
+            on_run: Callable[[int, bool], None] | None = None, shard: tuple[int, int] = (0, 1)) -> ExploreResult:
     """Run every interleaving with at most ``bound`` preemptions (with ``reduce``, skipping those
     equivalent to one already run) until an anomaly ``want`` accepts is found (``stop_at_first``),
     ``max_runs`` runs or ``time_limit_s`` seconds. ``on_run(runs so far, anomalous)`` follows each run, as
-    :func:`~toki.harness.search.search`'s ``on_trial``."""
+    :func:`~toki.harness.search.search`'s ``on_trial``. ``shard=(i, n)`` explores shard ``i``'s
+    parts of the tree only; the ``n`` shards' counts add up to the unsharded search's."""
     if bound < 0:
         raise ConfigError(f"bound {bound} must be at least 0", fix="pass 0 for the serial orders, 2 or 3 to search")
     t0 = time.perf_counter()
     runner.serial_outcomes()
-    tree = _Tree(bound, reduce)
+    tree = _Tree(bound, reduce, shard)
     res = ExploreResult(None, 0, 0, False, bound, 0.0)
     while not _out_of(res, max_runs, time_limit_s, t0):
         chooser = ExploringChooser(tree)
         r = runner.trial(chooser)
         chooser.check_followed()
+        if not tree.counting:  # another shard's run: it only showed the way to our parts
+            if not tree.backtrack():
+                res.complete = True
+                break
+            continue
         res.explored += 1
         res.outcomes.add(r.outcome.key)
         hit = not r.serializable and (want is None or want(r))

@@ -166,29 +166,8 @@ def certify_search(runner: TrialRunner, *, mode: str = "random", bound: int | No
     "pct" (``budget`` PCT runs of depth ``bound``) or "exhaustive" (every interleaving with at most
     ``bound`` preemptions, ``budget`` capping the runs when given)."""
     if mode == "exhaustive":
-        from toki.harness.explore import explore
-
-        # Iterative context bounding (CHESS): K = 0, 1, ... so that a race is found with the fewest
-        # preemptions, and a bound with no anomaly is covered completely before the next.
-        explored = pruned = 0
-        res = None
-        for k in range(bound + 1):
-            res = explore(runner, bound=k, max_runs=None if budget is None else max(1, budget - explored),
-                          on_run=on_trial)
-            explored, pruned = explored + res.explored, pruned + res.pruned
-            if res.found is not None or not res.complete:
-                break
-        if res.found is not None:
-            guarantee = f"an anomaly with at most {k} preemption(s), after {explored} interleavings"
-        elif res.complete:
-            guarantee = (f"no anomaly in any interleaving with at most {bound} preemption(s): {explored} explored, "
-                         f"{pruned} pruned as equivalent")
-        else:
-            guarantee = (f"incomplete: cut short by --budget after {explored} interleavings at {k} preemption(s); "
-                         "no guarantee beyond them")
-        return Certificate(res.found, explored, 0, {"mode": "exhaustive", "bound": bound, "explored": explored,
-                                                    "pruned": pruned, "complete": res.found is None and res.complete,
-                                                    "guarantee": guarantee})
+        part = exhaustive_part(runner, bound=bound, budget=budget, on_trial=on_trial)
+        return Certificate(part.pop("found"), part["explored"], 0, exhaustive_verdict(bound, [part]))
     if mode == "pct":
         from toki.harness.pct import pct_search
 
@@ -201,3 +180,54 @@ def certify_search(runner: TrialRunner, *, mode: str = "random", bound: int | No
                  "a sample, not a bound")
     return Certificate(res.found, res.tried, res.shrinks, {"mode": "random", "bound": None, "explored": res.tried,
                                                            "pruned": 0, "complete": False, "guarantee": guarantee})
+
+
+def exhaustive_part(runner: TrialRunner, *, bound: int, budget: int | None = None,
+                    on_trial: Callable[[int, bool], None] | None = None, shard: tuple[int, int] = (0, 1)) -> dict:
+    """Shard ``shard`` of an exhaustive search to ``bound`` preemptions, by iterative context
+    bounding (CHESS): K = 0, 1, ... so that a race is found with the fewest preemptions, and a
+    bound with no anomaly is covered completely before the next. ``budget`` caps this shard's
+    runs. The part as :func:`exhaustive_verdict` merges it, with the anomalous run as ``found``."""
+    from toki.harness.explore import explore
+
+    explored = pruned = 0
+    res, k = None, 0
+    for k in range(bound + 1):
+        res = explore(runner, bound=k, max_runs=None if budget is None else max(1, budget - explored),
+                      on_run=None if on_trial is None else (lambda n, hit, base=explored: on_trial(base + n, hit)),
+                      shard=shard)
+        explored, pruned = explored + res.explored, pruned + res.pruned
+        if res.found is not None or not res.complete:
+            break
+    return {"shard": list(shard), "explored": explored, "pruned": pruned, "level": k,
+            "complete": res.found is None and res.complete, "found": res.found,
+            "grants": None if res.found is None else list(res.found.trace.grants)}
+
+
+def exhaustive_verdict(bound: int, parts: list[dict]) -> dict:
+    """The verdict row's ``search`` object from the parts of an exhaustive search (one part, or
+    the shards of one in shard order: the anomaly reported is the first shard's at the lowest
+    level, so any number of workers reports the same one)."""
+    explored, pruned = sum(p["explored"] for p in parts), sum(p["pruned"] for p in parts)
+    hit = first_hit(parts)
+    complete = hit is None and all(p["complete"] for p in parts)
+    if hit is not None:
+        guarantee = f"an anomaly with at most {hit['level']} preemption(s), after {explored} interleavings"
+    elif complete:
+        guarantee = (f"no anomaly in any interleaving with at most {bound} preemption(s): {explored} explored, "
+                     f"{pruned} pruned as equivalent")
+    else:
+        level = min(p["level"] for p in parts if not p["complete"])
+        guarantee = (f"incomplete: cut short by --budget after {explored} interleavings at {level} preemption(s); "
+                     "no guarantee beyond them")
+    doc = {"mode": "exhaustive", "bound": bound, "explored": explored, "pruned": pruned, "complete": complete,
+           "guarantee": guarantee}
+    if len(parts) > 1:
+        doc["shards"] = len(parts)
+    return doc
+
+
+def first_hit(parts: list[dict]) -> dict | None:
+    """The part whose anomaly a sharded search reports: the lowest level, then the first shard."""
+    hits = [p for p in parts if p["grants"] is not None]
+    return min(hits, key=lambda p: p["level"]) if hits else None
