@@ -16,10 +16,11 @@ import pytest
 from _databases import mysql_dsn, sqlite_dsn  # noqa: F401 - fixtures
 
 from toki.cli import main
-from toki.conformance import CASES, measure
+from toki.conformance import CASES, FORMS, measure
 from toki.conformance.cases import Form
-from toki.conformance.judge import Commits, Reads
+from toki.conformance.judge import Commits, Ends, Reads
 from toki.db.server import resolve
+from toki.errors import ConfigError
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -121,13 +122,31 @@ steps = [
 def test_a_run_that_does_not_finish_is_unknown_never_prevented(sqlite_dsn):
     needs = (Reads((3,), lambda r: False, "never"), Commits(("T2",)))
     forms = {"P4": (Form("never-released", needs, text=_NEVER_RELEASED),),
-             "G1a": (Form("bad-sql", (Reads((1,), lambda r: False, "never"),), text=_BAD_SQL),)}
-    doc = measure(resolve(sqlite_dsn), cases=["G0", "G1a", "P4"], step_limit_s=0.3, forms=forms)
+             "G1a": (Form("bad-sql", (Reads((1,), lambda r: False, "never"),), text=_BAD_SQL),),
+             # bad-sql without its bad step: it runs, but reads no final state for Ends to look at
+             "G1b": (Form("no-final", (Ends(lambda f: True, "anything"),),
+                          text=_BAD_SQL.replace('{ session = "T1", sql = "select value frm test" },', "")),)}
+    doc = measure(resolve(sqlite_dsn), cases=["G0", "G1a", "G1b", "P4"], step_limit_s=0.3, forms=forms)
     g = grid(doc)
     assert g[("serializable", "P4")]["outcome"] == "unknown" and "still blocked" in g[("serializable", "P4")]["why"]
     assert g[("serializable", "G1a")]["outcome"] == "unknown" and "failed with" in g[("serializable", "G1a")]["why"]
+    assert g[("serializable", "G1b")]["outcome"] == "unknown" and "no final state" in g[("serializable", "G1b")]["why"]
     # The lane left mid-transaction was replaced: the next case still runs.
     assert g[("serializable", "G0")]["label"] == "✓"
+
+
+def test_cli_exits_1_when_a_cell_is_unknown(sqlite_dsn, monkeypatch):
+    needs = (Reads((3,), lambda r: False, "never"), Commits(("T2",)))
+    monkeypatch.setitem(FORMS, "P4", (Form("never-released", needs, text=_NEVER_RELEASED),))
+    rc, out, _ = cli("conformance", "--dsn", sqlite_dsn, "--case", "P4", "--case", "G0", "--step-limit", "0.3")
+    assert rc == 1 and "? P4 at serializable" in out and "still blocked" in out
+
+
+def test_a_form_told_nothing_to_look_for_is_refused(sqlite_dsn):
+    with pytest.raises(ConfigError, match="names no read and no final state"):
+        measure(resolve(sqlite_dsn), cases=["P4"], forms={"P4": (Form("p4", (Commits(("T1", "T2")),)),)})
+    with pytest.raises(ConfigError, match="more than one session"):
+        measure(resolve(sqlite_dsn), cases=["P4"], forms={"P4": (Form("p4", (Reads((2, 3), lambda a, b: True, "x"),)),)})
 
 
 # -- the command -----------------------------------------------------------------------------------

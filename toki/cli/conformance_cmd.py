@@ -79,11 +79,13 @@ def _on(v):
 
 
 def _print(doc: dict, out) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     con = console(out)
     db = doc["database"]
-    t = Table(title=f"Hermitage's table for {db['config']}", title_justify="left")
+    con.print(f"[bold]Hermitage's table for {escape(db['config'])}[/]")
+    t = Table()
     t.add_column("level", no_wrap=True)
     for case in doc["cases"]:
         t.add_column(case, no_wrap=True)
@@ -96,7 +98,7 @@ def _print(doc: dict, out) -> None:
               "read-only transactions only   ? the run did not finish (never counted as prevented)")
     settings = ", ".join(f"{k}={_on(v)}" for k, v in db["settings"].items() if v is not None and " " not in str(k))
     if settings:
-        con.print(f"settings: {settings}")
+        con.print(escape(f"settings: {settings}"))
     h = doc.get("hermitage")
     if h is None:
         con.print("Hermitage publishes no column for this database: this table is new.")
@@ -110,7 +112,7 @@ def _print(doc: dict, out) -> None:
         for why, ds in by_why.items():
             cells = "; ".join(f"{d['case']} at {d['level']} (Hermitage {d['published']}, measured {d['measured']})"
                               for d in ds)
-            con.print(f"  * {cells}: {why}")
+            con.print(escape(f"  * {cells}: {why}"), soft_wrap=True)
     for c in doc["cells"]:
         if c["outcome"] == "unknown":
-            con.print(f"[magenta]? {c['case']} at {c['level']}[/]: {c['why']}")
+            con.print(f"[magenta]? {c['case']} at {c['level']}[/]: {escape(c['why'])}", soft_wrap=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 
 from toki.conformance.judge import Commits, Ends, Reads, Requirement
+from toki.errors import ConfigError
 from toki.sched.schedule import Schedule, parse_toml
 
 CASES = ("G0", "G1a", "G1b", "G1c", "OTV", "PMP", "P4", "G-single", "G2-item", "G2")
@@ -25,16 +26,37 @@ CASES = ("G0", "G1a", "G1b", "G1c", "OTV", "PMP", "P4", "G-single", "G2-item", "
 @dataclass(frozen=True)
 class Form:
     schedule: str  # a file of schedules/classic (without .toml), or a form defined below
-    needs: tuple[Requirement, ...]
+    needs: tuple[Requirement, ...]  # what the anomaly needs, in the order the schedule produces it
     read_only: bool = False  # the transaction that sees the anomaly only reads
 
     text: str | None = None  # the schedule itself (TOML), for a form that is not a file
 
     def load(self) -> Schedule:
         if self.text is not None or self.schedule in _FORMS:
-            return parse_toml(self.text or _FORMS[self.schedule], source=f"toki.conformance:{self.schedule}")
-        entry = files("toki.schedules") / "classic" / f"{self.schedule}.toml"
-        return parse_toml(entry.read_text(), source=f"schedules/classic/{self.schedule}.toml")
+            sched = parse_toml(self.text or _FORMS[self.schedule], source=f"toki.conformance:{self.schedule}")
+        else:
+            entry = files("toki.schedules") / "classic" / f"{self.schedule}.toml"
+            sched = parse_toml(entry.read_text(), source=f"schedules/classic/{self.schedule}.toml")
+        self._check(sched)
+        return sched
+
+    def _check(self, sched: Schedule) -> None:
+        """A form told nothing to look for would never see an anomaly: refuse it, and any step it
+        names that the schedule does not have (or that mixes sessions in one read)."""
+        def bad(why: str) -> ConfigError:
+            return ConfigError(f"conformance form {self.schedule!r}: {why}",
+                               fix="name the reads (step indexes of one session) or the final state the anomaly needs")
+
+        if not any(isinstance(n, (Reads, Ends)) for n in self.needs):
+            raise bad("it names no read and no final state to observe")
+        for n in self.needs:
+            if isinstance(n, Reads):
+                if not n.steps or any(not 0 <= i < len(sched.steps) for i in n.steps):
+                    raise bad(f"steps {list(n.steps)} are not all in its {len(sched.steps)} steps")
+                if len({sched.steps[i].session for i in n.steps}) != 1:
+                    raise bad(f"steps {list(n.steps)} belong to more than one session")
+            elif isinstance(n, Commits) and not set(n.sessions) <= set(sched.sessions):
+                raise bad(f"sessions {sorted(set(n.sessions) - set(sched.sessions))} are not in the schedule")
 
 
 def _row(rows, rid):

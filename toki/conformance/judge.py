@@ -149,8 +149,11 @@ def decide(run: RunResult, needs: list[Requirement]) -> Decision:
                 return Decision("unknown", "incomplete", f"{s} ended {state!r}, neither committed nor aborted "
                                 "by the database")
         else:
-            rows = run.final[0]["rows"] if run.final else None
-            if rows is not None and need.shows(rows):
+            if not run.final:  # nothing was read at the end: no ground to call it prevented
+                return Decision("unknown", "incomplete", f"the schedule reads no final state, so whether {need.says} "
+                                "is not known")
+            rows = run.final[0]["rows"]
+            if need.shows(rows):
                 continue
             waited = [st.index for st in run.steps if st.blocked]
             if waited:
