@@ -36,8 +36,8 @@ PUBLISHED = {
 
 _SNAPSHOT_WHY = ("innodb_snapshot_isolation is ON: InnoDB's REPEATABLE READ then fails a locking read or write "
                  "of a row changed since the transaction's snapshot (error 1020) instead of acting on the latest "
-                 "version, so it is snapshot isolation. MariaDB added the variable in 10.6.18 and 10.11.8 (OFF "
-                 "by default until 11.6); MySQL 5.6, which Hermitage ran, has no such mode.")
+                 "version, so it is snapshot isolation. MariaDB added the variable in 10.6.18 and 10.11.8 (ON "
+                 "by default from 11.6.2); MySQL 5.6, which Hermitage ran, has no such mode.")
 
 
 def column_for(db: dict) -> str | None:
