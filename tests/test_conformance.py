@@ -3,7 +3,7 @@
 What is claimed: on PostgreSQL and on MariaDB (innodb_snapshot_isolation off) every cell agrees with
 Hermitage's published column; with the variable on, MariaDB's repeatable read prevents PMP, P4 and
 G-single and the difference is reported with its reason; SQLite's two journal modes prevent every
-case, by different means; each cell says how (a waited statement, an abort, a snapshot) and an
+case, by different means; DuckDB's snapshot isolation admits write skew and loses an update to a delete; each cell says how (a waited statement, an abort, a snapshot) and an
 abort that followed a wait is an abort; a run that did not finish is never "prevented".
 """
 
@@ -13,7 +13,7 @@ import io
 import json
 
 import pytest
-from _databases import mysql_dsn, sqlite_dsn  # noqa: F401 - fixtures
+from _databases import duckdb_dsn, mysql_dsn, sqlite_dsn  # noqa: F401 - fixtures
 
 from toki.cli import main
 from toki.conformance import CASES, FORMS, measure
@@ -88,6 +88,18 @@ def test_sqlite_prevents_every_case_and_says_how(sqlite_dsn, suffix, journal):
         # Rollback journal: T2's commit waits for T1's read lock, so T1 re-reads before T2's row exists.
         assert "toki rolled this one back" in p4["why"]
         assert form(g[("serializable", "PMP")], "pmp")["how"] == "blocking"
+
+
+def test_duckdb_snapshot_isolation_admits_write_skew_and_a_lost_delete(duckdb_dsn):
+    g = grid(measure(resolve(duckdb_dsn)))
+    assert {lv for lv, _ in g} == {"repeatable-read"}  # its one level, snapshot isolation
+    assert g[("repeatable-read", "P4")]["how"] == "abort" and "TransactionException" in g[("repeatable-read", "P4")]["why"]
+    assert g[("repeatable-read", "G2-item")]["label"] == "—"
+    # Read-only read skew is prevented by the snapshot, but T1's delete removes the row T2 updated
+    # and committed after T1's snapshot, and both commit: R/O, not the ✓ of snapshot isolation.
+    gs = g[("repeatable-read", "G-single")]
+    assert gs["label"] == "R/O" and form(gs, "g-single")["how"] == "snapshot"
+    assert form(gs, "g-single-write-1")["outcome"] == "anomaly"
 
 
 # -- fail closed -----------------------------------------------------------------------------------
