@@ -25,6 +25,7 @@ import toki
 from toki.engines.base import OnPostgres
 from toki.harness.engine import Detector, Scenario
 from toki.levels import Level, parse_level
+from toki.errors import WriteRefused
 from toki.model import SENTINEL, Fact
 
 T0 = datetime(2026, 1, 1)
@@ -65,10 +66,6 @@ class TokiEngine(OnPostgres):
     name = "toki"
     executed = "real"
     storage_in_location = False  # storage is a PostgreSQL schema per trial, not the directory
-    abstains = {"N2": "TOKI's N2 (belief query against confidence revision on one partition) is the matrix's N2 "
-                      "row and partition grid (toki matrix), not an engine scenario",
-                "duplicate-insert": "a duplicate merges its provenance into the current row (the matrix and the "
-                                    "property suites check it); no engine scenario"}
 
     def __init__(self, server=None):
         self._server = server
@@ -103,7 +100,12 @@ class TokiEngine(OnPostgres):
             "select row_kind, case when row_kind = 'audit' then 'audit::' || split_part(fact_id, '::', 2) "
             "else fact_id end, object, provenance_id, system_time_end = '9999-12-31' from agent_memory "
             "order by 1, 2, 5, 3, 4").fetchall()
-        return {"rows": [list(r) for r in rows], "policies": [list(p) for p in policies]}
+        cache = h.conn.execute("select subject, predicate, object from belief_cache order by 1, 2").fetchall()
+        part = h.conn.execute("select object, confidence, fact_id from agent_memory where subject = %s and "
+                              "predicate = %s and row_kind = 'current' and system_time_end = '9999-12-31' order by 3",
+                              N2_SLOT).fetchall()
+        return {"rows": [list(r) for r in rows], "policies": [list(p) for p in policies],
+                "cache": [list(c) for c in cache], "partition": [list(r) for r in part]}
 
 
 def several_policies() -> Detector:
@@ -194,6 +196,82 @@ def _n1_scenario(name: str, desc: str, level: str, tag: tuple) -> Scenario:
     return Scenario(name, desc, ("A", "B"), call, setup, False, (replay_disagrees(),), tag, observe=True)
 
 
+def duplicate_current() -> Detector:
+    def check(state, errors):
+        objs = [r[2] for r in state["rows"] if r[0] == "current" and r[4]]
+        return [f"{o!r} is current {objs.count(o)} times in slot (alice, medication)" for o in sorted(set(objs))
+                if objs.count(o) > 1]
+    return Detector("duplicate-insert", check)
+
+
+def _duplicate_scenario(name: str, desc: str, operator: str, level: str) -> Scenario:
+    """Two agents write the same claim ('lee', two fact ids) over the incumbent 'park': serially the
+    second is a duplicate confirmation, its provenance added to the first's row."""
+    lvl = parse_level(level)
+    facts = {"A": _fact("f_a", "lee", 0.9), "B": _fact("f_b", "lee", 0.9)}
+
+    def setup(h):
+        h.store.write(_fact("f_0", "park", 0.7), operator=operator, level=lvl, at=INCUMBENT_AT, conn=h.conn)
+
+    def call(h, agent):
+        return h.store.write(facts[agent], operator=operator, level=lvl, conn=h.conn).action
+    return Scenario(name, desc, ("A", "B"), call, setup, False, (duplicate_current(),), ("duplicate-insert",))
+
+
+N2_SLOT = ("alice", "belief")
+
+
+def belief_drift() -> Detector:
+    def check(state, errors):
+        from toki.matrix.memory import belief_drift as drifted, evi_winner
+
+        rows = [tuple(r) for r in state["partition"]]
+        cache = next((c[2] for c in state["cache"] if tuple(c[:2]) == N2_SLOT), None)
+        return [f"the belief cache says {cache!r}, but ⊕p over the partition picks {evi_winner(rows)!r}: both "
+                "transactions read the partition and each wrote what the other's read did not cover"] \
+            if drifted(cache, rows) else []
+    return Detector("N2", check)
+
+
+def _n2_scenario(name: str, desc: str, level: str, tag: tuple) -> Scenario:
+    """N2's witness as two agents (toki.matrix.workloads.n2 at contention 1, partition of two): Q, the
+    belief query, reads the partition and refreshes the cache; R, a confidence revision, reads the
+    partition and the cache, demotes the newer row below the cached one and rewrites the cache only
+    when its revision changes the belief. Each is one transaction at ``level``."""
+    import psycopg
+
+    from toki.matrix.workloads import _insert_fact, _read_cache, _read_partition, _set_conf, _write_cache
+    from toki.matrix.memory import evi_winner
+
+    lvl, (s, p) = parse_level(level), N2_SLOT
+
+    def setup(h):
+        h.conn.execute("begin")
+        _insert_fact(h.conn, "r0", s, p, "tea", 0.55)
+        _insert_fact(h.conn, "r1", s, p, "coffee", 0.8)
+        _write_cache(h.conn, s, p, "tea", 0.55)  # stale: coffee arrived after the cache was computed
+        h.conn.execute("commit")
+
+    def call(h, agent):
+        h.conn.execute(f"begin isolation level {lvl.isolation.sql}")
+        try:
+            rows = _read_partition(h.conn, s, p)
+            if agent == "Q":
+                _write_cache(h.conn, s, p, evi_winner(rows), max(r[1] for r in rows))
+            else:
+                cache = _read_cache(h.conn, s, p)
+                _set_conf(h.conn, "r1", 0.3)
+                after = [(o, 0.3 if fid == "r1" else c, fid) for o, c, fid in rows]
+                if evi_winner(after) != cache:
+                    _write_cache(h.conn, s, p, evi_winner(after), max(r[1] for r in after))
+            h.conn.execute("commit")
+        except psycopg.Error as e:
+            h.conn.execute("rollback")
+            raise WriteRefused(f"{agent} aborted with SQLSTATE {e.sqlstate}", fix="retry the transaction") from None
+        return "committed"
+    return Scenario(name, desc, ("Q", "R"), call, setup, False, (belief_drift(),), tag)
+
+
 def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
     def make(name, desc, operator, level: str, *, guard=True, incumbent=True, confs=(0.5, 0.5), slot_lock=False,
              verdict=False):
@@ -240,6 +318,14 @@ def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
                         "N3 by construction", "base", ()),
            _n1_scenario("n1-keyed-log", "two agents adjudicate the same contradiction with ⊕? (no confirmation: "
                         "the judge decides through the keyed judge log) at RC", "RC", ("N1",)),
+           _duplicate_scenario("duplicate-lww-at-RC", "⊕t at RC: two agents write the same claim 'lee' over "
+                               "'park'; serially the second merges its provenance into the first's row", "lww", "RC"),
+           _duplicate_scenario("duplicate-evi-at-SI", "⊕p at SI: the same two writes of 'lee' over 'park'", "evi",
+                               "SI"),
+           _n2_scenario("n2-at-SR", "N2 at its guard SR: a belief query refreshes the cache of (alice, belief) "
+                        "while a confidence revision demotes the row the refresh picks", "SR", ("N2",)),
+           _n2_scenario("n2-at-SI", "the same one level below the guard (SI): the write skew the matrix's N2 row "
+                        "admits", "SI", ("N2-below-guard",)),
            _rule_scenario("rule-at-SR", "⊕c at its precondition SR, racing an administrator's policy insert", "SR"),
            _rule_scenario("rule-at-SI", "⊕c one level below (SI), racing an administrator's policy insert", "SI")]
     return {s.name: s for s in sc}

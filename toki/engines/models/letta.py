@@ -268,6 +268,28 @@ def replaced_without_trace(label: str, old: str) -> Detector:
     return Detector("N3", check, always=True)
 
 
+def superseded_twice(label: str, old: str) -> Detector:
+    """Both agents replaced ``old`` (each judged against it) and both calls returned: one replacement was
+    written over by the other with no trace (serially the second replaces the first's line)."""
+    def check(state, errors, observed):
+        by = sorted(a for a, res in (observed or {}).items() if a not in errors and isinstance(res, dict)
+                    and any(v["stored"] == old and v["new_wins"] for v in res.get("votes", [])))
+        if len(by) < 2:
+            return []
+        return [f"agents {', '.join(by)} each replaced {old!r} in block {label!r} from their step-start copies and "
+                f"both flushes passed the version check; the block says {_block(state, label)!r}: the other "
+                "replacement is lost without trace"]
+    return Detector("double-supersede", check, observes=True)
+
+
+def line_twice(label: str) -> Detector:
+    def check(state, errors):
+        lines = [ln for ln in _block(state, label).split("\n") if ln]
+        return [f"{ln!r} is in block {label!r} {lines.count(ln)} times" for ln in sorted(set(lines))
+                if lines.count(ln) > 1]
+    return Detector("duplicate-insert", check)
+
+
 # -- scenarios ----------------------------------------------------------------------------------------
 
 def _scenarios(engine: LettaModel) -> dict[str, Scenario]:
@@ -320,6 +342,20 @@ def _scenarios(engine: LettaModel) -> dict[str, Scenario]:
                  "the block keeps only its latest value (N3 by design, in a serial run)",
                  ("S",), calls({"S": (("remember", "human", ROME),)}), setup_blocks(shared), False,
                  (replaced_without_trace("human", BERLIN),), ("N3",)),
+        Scenario("double-supersede",
+                 "agents A and B share block 'human' (Alice lives in Berlin) and remember that she moved, to Rome "
+                 "and to Paris: each replaces the Berlin line in its step-start copy (core_memory_replace). "
+                 "Serially the second replaces the first's line; when the flushes overlap the version check "
+                 "refuses one (a clean abort); when only the LLM steps overlap both flushes pass",
+                 ("A", "B"), calls({"A": (("remember", "human", ROME),), "B": (("remember", "human", PARIS),)}),
+                 setup_blocks(shared), False, (superseded_twice("human", BERLIN),), ("double-supersede",),
+                 observe=True),
+        Scenario("duplicate-remember",
+                 "agents A and B share block 'human' and both remember 'Alice has a cat' (core_memory_append "
+                 "unless the line is already there): can the block end up holding the line twice? Each flush "
+                 "writes the whole block value, compared with a fresh read",
+                 ("A", "B"), calls({"A": (("remember", "human", CAT),), "B": (("remember", "human", CAT),)}),
+                 setup_blocks(shared), False, (line_twice("human"),), ("duplicate-insert",)),
         Scenario("rejudge",
                  "two agents remember that Alice moved to Rome; each asks its LLM whether the stored 'lives in "
                  "Berlin' should be replaced. With the temperature-1 fixture this scenario uses, the two answers "
