@@ -198,3 +198,32 @@ def test_bad_plugins_and_options_exit_2_in_one_line(argv, problem):
     assert code == 2, out + err
     assert problem in err and "Traceback" not in err + out
     assert len(err.strip().splitlines()) <= 2
+
+
+def test_a_plugin_gets_the_other_fault_kinds_too_and_their_files_replay(tmp_path):
+    w = tmp_path / "w"
+    code, out, err = _faults("--engine-module", f"{J}:inplace", "--kind", "kill", "--kind", "torn",
+                             "--witness-dir", str(w))
+    assert code == 1, out + err  # killed between open("w") and the write: the store is empty
+    files = sorted(w.glob("json-store-inplace.two-puts.kill.*.json"))
+    assert files and json.loads(files[0].read_text())["engine_module"] == f"{J}:inplace"
+    rc, rout, _ = _faults("--replay", str(files[0]))
+    assert rc == 1 and "reproduced" in rout
+    code, out, err = _faults("--engine-module", f"{J}:durable")  # every kind that applies: all survive
+    assert code == 0, out + err
+    assert all(k in out for k in ("kill", "torn", "power-loss"))
+
+
+def test_among_the_default_kinds_an_unverifiable_power_loss_is_listed_not_counted():
+    pytest.importorskip("sqlitedict")
+    code, out, err = _faults("--engine-module", "tests.plugins.sqlitedict_counter:locked", "--max-points", "2")
+    assert code == 0, out + err  # the kills survive; power loss is not run, and says why
+    assert "not run: not verified: SQLite's own files" in out and "synchronous=OFF" in out
+
+
+def test_a_fault_file_naming_a_malformed_module_exits_2(tmp_path):
+    f = tmp_path / "f.json"
+    f.write_text(json.dumps({"toki_faults": 1, "system": "x", "case": "c", "kind": "power-loss", "point": 0,
+                             "engine_module": "no-colon"}))
+    code, out, err = _faults("--replay", str(f))
+    assert code == 2 and "engine_module must be MODULE:FACTORY" in err

@@ -240,11 +240,15 @@ def replay(args, out) -> int:
     out.write(f"{d['system']} {d['case']} {d['kind']} at point {d['point']} ({r.statement}): {verdict}\n")
     if not same:
         out.write(f"note: the point's statement was {d.get('statement')!r} when recorded\n")
-    out.write(f"reported: {r.reported}; retried: {r.retried}\n")
+    if d["kind"] != "power-loss":  # nothing is retried after a power loss: the state is judged as it reopens
+        out.write(f"reported: {r.reported}; retried: {r.retried}\n")
     for f in r.findings:
         out.write(f"- {f}\n")
-    for line in (r.detail or {}).get("trace", ()) if hasattr(r, "detail") else ():
-        out.write(f"    {line}\n")
+    trace = (getattr(r, "detail", None) or {}).get("trace", ())
+    if trace:
+        out.write("trace (+ kept, - lost, ~ kept in part; | an fsync):\n")
+        for line in trace:
+            out.write(f"    {line}\n")
     if args.json is not None:
         emit_json({"replayed": args.replay, "result": r.to_json(), "recorded": d.get("findings", [])}, out,
                   None if args.json == "-" else args.json)
