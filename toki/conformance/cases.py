@@ -28,7 +28,6 @@ class Form:
     schedule: str  # a file of schedules/classic (without .toml), or a form defined below
     needs: tuple[Requirement, ...]  # what the anomaly needs, in the order the schedule produces it
     read_only: bool = False  # the transaction that sees the anomaly only reads
-
     text: str | None = None  # the schedule itself (TOML), for a form that is not a file
 
     def load(self) -> Schedule:
