@@ -274,7 +274,9 @@ def _replay_power(sys_, d: dict, out):
                           fix="the engine changed since the file was recorded")
     ops = pl.trace().ops
     want = detail.get("ops")
-    if crash.point > len(ops) or any(i >= len(ops) for i in crash.persist):
+    named = [*crash.persist, *(crash.partial[:1] if crash.partial else ()), *(() if crash.zeros is None else
+                                                                          (crash.zeros,))]
+    if crash.point > len(ops) or any(not 0 <= int(i) < len(ops) for i in named):
         raise ConfigError(f"{d['system']} {d['case']}: the crash state names operations the scenario no longer "
                           f"makes ({len(ops)} now)", fix="the engine changed since the file was recorded")
     if want is not None and [o.label() for o in ops[:crash.point]] != want[:crash.point]:
