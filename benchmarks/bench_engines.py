@@ -1,6 +1,6 @@
 """What the engine harness costs, and how many interleavings it explores per second.
 
-    python benchmarks/bench_engines.py [--trials 200] [--json PATH]
+    python benchmarks/bench_engines.py [--trials 200] [--json PATH] [--certificates]
 
 1. Per intercepted call: a SQLite ``select`` on a plain connection, the same on a controlled
    connection from a thread outside any run (the pass-through), and as a granted step inside a
@@ -9,6 +9,10 @@
    intercepted call; and as a self-checked serial run (the storage fingerprinted between steps).
 3. Interleavings per second for two-agent SodaMem scenarios (random tapes, fresh storage each
    trial, the state read back and compared with the serial outcomes).
+4. With ``--certificates``: bounded-exhaustive certificates at K=2 as a user runs them
+   (``toki certify --engine E --exhaustive 2 --json``, end to end, process start included), in one
+   process and with ``--workers 2``: SodaMem's double-supersede alone (interleavings per second),
+   then every scenario of sodamem-fixed, atommem-atomic and TOKI's own write path.
 """
 
 from __future__ import annotations
@@ -107,13 +111,49 @@ def interleavings(trials: int) -> dict:
     return out
 
 
+def certify_k2(engine: str, scenario: str | None, workers: int) -> dict:
+    """One ``toki certify --exhaustive 2`` as a subprocess: wall time, interleavings, completeness."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "v.json"
+        argv = [str(Path(sys.executable).with_name("toki")), "certify", "--engine", engine, "--exhaustive", "2", "--json", str(out)]
+        argv += ["--scenario", scenario] if scenario else []
+        argv += ["--workers", str(workers)] if workers > 1 else []
+        t = time.perf_counter()
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        if not out.exists():
+            raise SystemExit(f"{' '.join(argv)} wrote no verdicts (exit {proc.returncode}): {proc.stderr[-500:]}")
+        verdicts = json.loads(out.read_text())["verdicts"]
+    explored = sum(v["search"]["explored"] for v in verdicts)
+    return {"scenarios": len(verdicts), "wall s": round(wall, 1), "explored": explored,
+            "interleavings/s": round(explored / wall, 1),
+            "complete": sum(v["search"]["complete"] for v in verdicts),
+            "verdicts": {v["scenario"]: v["verdict"] for v in verdicts}, "exit": proc.returncode}
+
+
+def certificates() -> dict:
+    out = {}
+    for workers in (1, 2):
+        out[f"sodamem-fixed double-supersede, workers {workers}"] = certify_k2("sodamem-fixed", "double-supersede",
+                                                                                workers)
+        for engine in ("sodamem-fixed", "atommem-atomic", "toki"):
+            out[f"{engine}, every scenario, workers {workers}"] = certify_k2(engine, None, workers)
+            print(engine, workers, out[f"{engine}, every scenario, workers {workers}"], file=sys.stderr, flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--certificates", action="store_true", help="also time K=2 certificates (about 10 minutes)")
     args = ap.parse_args()
     res = {"per call (us)": per_call(), "sodamem ingest": sodamem_ingest(),
            "interleavings": interleavings(args.trials)}
+    if args.certificates:
+        res["certificates at K=2"] = certificates()
     print(json.dumps(res, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2) + "\n")

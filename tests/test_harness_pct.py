@@ -129,3 +129,31 @@ def test_workers_are_checked_where_they_enter(argv, needle):
     err = io.StringIO()
     rc = main(["certify", "--engine-module", "tests.toy_engine:counter", *argv], out=io.StringIO(), err=err)
     assert rc == 2 and needle in err.getvalue()
+
+
+def test_keep_going_covers_the_bound_and_counts_the_anomalous_interleavings_the_same_in_shards():
+    docs = []
+    for how in ([], ["--workers", "2"]):
+        out = io.StringIO()
+        rc = main(["certify", "--engine", "atommem", "--scenario", "add-add", "--exhaustive", "2", "--keep-going",
+                   "--json", "-", *how], out=out, err=io.StringIO())
+        (v,) = json.loads(out.getvalue())["verdicts"]
+        assert rc == 1 and v["verdict"] == "admits" and v["replayed"]
+        docs.append(v["search"])
+    one, sharded = docs
+    assert one["complete"] and 0 < one["anomalous"] < one["explored"]
+    assert (sharded["explored"], sharded["pruned"], sharded["anomalous"]) == (one["explored"], one["pruned"],
+                                                                             one["anomalous"])
+    # without --keep-going the search stops at the first anomaly, having run fewer interleavings
+    out = io.StringIO()
+    main(["certify", "--engine", "atommem", "--scenario", "add-add", "--exhaustive", "2", "--json", "-"], out=out,
+         err=io.StringIO())
+    first = json.loads(out.getvalue())["verdicts"][0]["search"]
+    assert first["explored"] < one["explored"] and "anomalous" not in first and not first["complete"]
+
+
+def test_keep_going_without_an_exhaustive_search_is_bad_input():
+    err = io.StringIO()
+    assert main(["certify", "--engine-module", "tests.toy_engine:counter", "--keep-going"], out=io.StringIO(),
+                err=err) == 2
+    assert "--exhaustive" in err.getvalue()

@@ -48,6 +48,9 @@ def register(sub) -> None:
                    help="(--engine) exit 1 on a by-design finding too (a property serial orders show; default: a note)")
     p.add_argument("--cluster", metavar="ADDRESS", help="(--engine) certify the scenarios on a Dask cluster: a "
                    "scheduler address, or local:N worker processes (pip install 'toki[cluster]')")
+    p.add_argument("--keep-going", action="store_true",
+                   help="(--engine --exhaustive) cover the whole bound past the first anomaly and count the anomalous "
+                        "interleavings (the witness is the one with the fewest switches)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="(--engine --exhaustive) search each scenario's tree in N processes on this machine, cut "
                         "into the same shards as --cluster (default 1: one process, unsharded)")

@@ -51,7 +51,7 @@ def _server_for(engine, dsn):
 
 def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: float, witness: str | None,
                      png: str | None, svg: str | None, bar=None, mode: str = "random",
-                     bound: int | None = None, searched=None) -> dict:
+                     bound: int | None = None, searched=None, keep_going: bool = False) -> dict:
     """One scenario: serial orders, search, shrink, witness and picture; the verdict row.
     ``searched(runner)``, when given, stands for the search (the merged shards of a cluster)."""
     from toki.harness.controller import ReplayChooser, Unverifiable
@@ -73,7 +73,7 @@ def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: f
         task = bar.add_task(f"{engine.name} {name}", total=total) if bar is not None else None
         try:
             cert = searched(runner) if searched is not None else certify_search(
-                runner, mode=mode, bound=bound, budget=budget, seed=seed,
+                runner, mode=mode, bound=bound, budget=budget, seed=seed, keep_going=keep_going,
                 on_trial=None if bar is None else (lambda n, hit: bar.update(task, completed=n)))
             found = cert.found
             v.update(trials=cert.tried, shrinks=cert.shrinks, search=cert.search,
@@ -127,7 +127,7 @@ def _scenario_shard(name: str, spec: dict) -> dict:
     _server_for(engine, spec["dsn"])
     return certify_scenario(engine, name, budget=spec["budget"], seed=spec["seed"], step_limit=spec["step_limit"],
                             witness=spec["witness"], png=spec["png"], svg=spec["svg"], mode=spec.get("mode", "random"),
-                            bound=spec.get("bound"))
+                            bound=spec.get("bound"), keep_going=spec.get("keep_going", False))
 
 
 # An exhaustive search on a cluster is cut into this many shards per scenario (more on a larger
@@ -149,7 +149,7 @@ def _exhaustive_shard(job: tuple[str, int, int], spec: dict) -> dict:
     budget = spec["budget"]
     try:
         with TrialRunner(engine, name, step_limit_s=spec["step_limit"]) as runner:
-            part = exhaustive_part(runner, bound=spec["bound"], shard=(i, n),
+            part = exhaustive_part(runner, bound=spec["bound"], shard=(i, n), keep_going=spec["keep_going"],
                                    budget=None if budget is None else -(-budget // n))
     except Unverifiable as e:
         return {"shard": [i, n], "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
@@ -267,6 +267,10 @@ def run_engine(args, out) -> int:
     fail_on_design = getattr(args, "fail_on_design", False)
     t_all = time.perf_counter()
     cluster_info = None
+    keep_going = getattr(args, "keep_going", False)
+    if keep_going and mode != "exhaustive":
+        raise ConfigError("--keep-going goes on past the first anomaly of an exhaustive search",
+                          fix="add --exhaustive K (a random or PCT search stops at its first anomaly and shrinks it)")
     workers = getattr(args, "workers", None)
     if workers is not None:
         if workers < 1:
@@ -277,7 +281,7 @@ def run_engine(args, out) -> int:
         if getattr(args, "cluster", None):
             raise ConfigError("--workers and --cluster both say where to run", fix="pass one of them")
     spec = {"engine": args.engine, "engine_module": args.engine_module, "dsn": args.dsn, "budget": budget,
-            "seed": args.seed, "step_limit": args.step_limit, "mode": mode, "bound": bound,
+            "seed": args.seed, "step_limit": args.step_limit, "mode": mode, "bound": bound, "keep_going": keep_going,
             "witness": str(Path(args.witness).resolve()) if args.witness else None,
             "png": str(Path(args.png).resolve()) if args.png else None,
             "svg": str(Path(args.svg).resolve()) if args.svg else None}
@@ -318,7 +322,8 @@ def run_engine(args, out) -> int:
             with progress() as bar:
                 verdicts.append(certify_scenario(engine, name, budget=budget, seed=args.seed,
                                                  step_limit=args.step_limit, witness=args.witness, png=args.png,
-                                                 svg=args.svg, bar=bar, mode=mode, bound=bound))
+                                                 svg=args.svg, bar=bar, mode=mode, bound=bound,
+                                                 keep_going=keep_going))
     elapsed = time.perf_counter() - t_all
     if args.junit:
         _junit(verdicts, args.junit, elapsed, fail_on_design)
@@ -326,7 +331,7 @@ def run_engine(args, out) -> int:
     if args.json is not None:
         doc = {"verdicts": verdicts, "provenance": provenance(seed=args.seed, options={
             "engine": engine.name, "engine_module": args.engine_module, "scenarios": names, "budget": budget,
-            "search": mode, "bound": bound,
+            "search": mode, "bound": bound, "keep_going": keep_going,
             "fail_on_design": fail_on_design, "cluster": cluster_info, "workers": workers},
             elapsed_s=round(elapsed, 3))}
         emit_json(doc, out, None if args.json == "-" else args.json)
@@ -347,6 +352,9 @@ def run_engine(args, out) -> int:
 
 def _examples(v: dict) -> str:
     how = v.get("search") or {}
+    if how.get("mode") == "exhaustive" and "anomalous" in how:
+        return (f"{how['explored']} (+{how['pruned']} pruned), {how['anomalous']} anomalous"
+                + ("" if how.get("complete") else ", incomplete"))
     if how.get("mode") == "exhaustive":
         return (f"{how['explored']} (+{how['pruned']} pruned)"
                 + (", complete" if how.get("complete") else "" if v["verdict"] == "admits" else ", incomplete"))

@@ -338,6 +338,8 @@ class ExploreResult:
     bound: int
     elapsed_s: float
     outcomes: set[str] = field(default_factory=set)  # outcome keys reached
+    hits: int = 0  # anomalous runs (more than one only when the search goes on past the first)
+    anomalous: set[str] = field(default_factory=set)  # outcome keys of the anomalous runs
 
     @property
     def admits(self) -> bool:
@@ -353,6 +355,8 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
     ``max_runs`` runs or ``time_limit_s`` seconds. ``on_run(runs so far, anomalous)`` follows each run, as
     :func:`~toki.harness.search.search`'s ``on_trial``. ``shard=(i, n)`` explores shard ``i``'s
     parts of the tree only; the ``n`` shards' counts add up to the unsharded search's."""
+    from toki.harness.search import context_switches  # search imports this module
+
     if bound < 0:
         raise ConfigError(f"bound {bound} must be at least 0", fix="pass 0 for the serial orders, 2 or 3 to search")
     t0 = time.perf_counter()
@@ -373,8 +377,12 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
         hit = not r.serializable and (want is None or want(r))
         if on_run is not None:
             on_run(res.explored, hit)
-        if hit and res.found is None:
-            res.found = r
+        if hit:
+            res.hits += 1
+            res.anomalous.add(r.outcome.key)
+            # going on past the first, the witness is the run with the fewest switches
+            if res.found is None or context_switches(r.trace) < context_switches(res.found.trace):
+                res.found = r
         if not tree.backtrack():
             res.complete = True
             break

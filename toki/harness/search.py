@@ -161,12 +161,14 @@ class Certificate:
 
 
 def certify_search(runner: TrialRunner, *, mode: str = "random", bound: int | None = None, budget: int | None = 100,
-                   seed: int = 0, on_trial: Callable[[int, bool], None] | None = None) -> Certificate:
+                   seed: int = 0, on_trial: Callable[[int, bool], None] | None = None,
+                   keep_going: bool = False) -> Certificate:
     """Search a scenario the way ``mode`` says: "random" (Hypothesis tapes, ``budget`` of them),
     "pct" (``budget`` PCT runs of depth ``bound``) or "exhaustive" (every interleaving with at most
-    ``bound`` preemptions, ``budget`` capping the runs when given)."""
+    ``bound`` preemptions, ``budget`` capping the runs when given; ``keep_going`` covers the whole
+    bound past the first anomaly and counts the anomalous interleavings)."""
     if mode == "exhaustive":
-        part = exhaustive_part(runner, bound=bound, budget=budget, on_trial=on_trial)
+        part = exhaustive_part(runner, bound=bound, budget=budget, on_trial=on_trial, keep_going=keep_going)
         return Certificate(part.pop("found"), part["explored"], 0, exhaustive_verdict(bound, [part]))
     if mode == "pct":
         from toki.harness.pct import pct_search
@@ -183,25 +185,33 @@ def certify_search(runner: TrialRunner, *, mode: str = "random", bound: int | No
 
 
 def exhaustive_part(runner: TrialRunner, *, bound: int, budget: int | None = None,
-                    on_trial: Callable[[int, bool], None] | None = None, shard: tuple[int, int] = (0, 1)) -> dict:
+                    on_trial: Callable[[int, bool], None] | None = None, shard: tuple[int, int] = (0, 1),
+                    keep_going: bool = False) -> dict:
     """Shard ``shard`` of an exhaustive search to ``bound`` preemptions, by iterative context
     bounding (CHESS): K = 0, 1, ... so that a race is found with the fewest preemptions, and a
-    bound with no anomaly is covered completely before the next. ``budget`` caps this shard's
-    runs. The part as :func:`exhaustive_verdict` merges it, with the anomalous run as ``found``."""
+    bound with no anomaly is covered completely before the next. ``keep_going`` instead covers
+    the bound in one pass past every anomaly, counting them (the witness is the anomalous run
+    with the fewest switches). ``budget`` caps this shard's runs. The part as
+    :func:`exhaustive_verdict` merges it, with the anomalous run as ``found``."""
     from toki.harness.explore import explore
 
     explored = pruned = 0
     res, k = None, 0
-    for k in range(bound + 1):
+    for k in ([bound] if keep_going else range(bound + 1)):
         res = explore(runner, bound=k, max_runs=None if budget is None else max(1, budget - explored),
                       on_run=None if on_trial is None else (lambda n, hit, base=explored: on_trial(base + n, hit)),
-                      shard=shard)
+                      shard=shard, stop_at_first=not keep_going)
         explored, pruned = explored + res.explored, pruned + res.pruned
         if res.found is not None or not res.complete:
             break
-    return {"shard": list(shard), "explored": explored, "pruned": pruned, "level": k,
-            "complete": res.found is None and res.complete, "found": res.found,
+    part = {"shard": list(shard), "explored": explored, "pruned": pruned, "level": k,
+            "complete": res.complete and (keep_going or res.found is None), "found": res.found,
             "grants": None if res.found is None else list(res.found.trace.grants)}
+    if keep_going:
+        part.update(anomalous=res.hits, anomalous_outcomes=sorted(res.anomalous))
+    if res.found is not None:
+        part["switches"] = context_switches(res.found.trace)
+    return part
 
 
 def exhaustive_verdict(bound: int, parts: list[dict]) -> dict:
@@ -210,8 +220,15 @@ def exhaustive_verdict(bound: int, parts: list[dict]) -> dict:
     level, so any number of workers reports the same one)."""
     explored, pruned = sum(p["explored"] for p in parts), sum(p["pruned"] for p in parts)
     hit = first_hit(parts)
-    complete = hit is None and all(p["complete"] for p in parts)
-    if hit is not None:
+    going_on = all("anomalous" in p for p in parts)
+    complete = (hit is None or going_on) and all(p["complete"] for p in parts)
+    if going_on:
+        bad = sum(p["anomalous"] for p in parts)
+        kinds = len(set().union(*(p["anomalous_outcomes"] for p in parts)))
+        covered = "all" if complete else "incomplete: cut short by --budget after"
+        guarantee = (f"{covered} {explored} interleavings with at most {bound} preemption(s) explored ({pruned} pruned "
+                     f"as equivalent): {bad} show an anomaly, with {kinds} distinct outcome(s)")
+    elif hit is not None:
         guarantee = f"an anomaly with at most {hit['level']} preemption(s), after {explored} interleavings"
     elif complete:
         guarantee = (f"no anomaly in any interleaving with at most {bound} preemption(s): {explored} explored, "
@@ -222,6 +239,8 @@ def exhaustive_verdict(bound: int, parts: list[dict]) -> dict:
                      "no guarantee beyond them")
     doc = {"mode": "exhaustive", "bound": bound, "explored": explored, "pruned": pruned, "complete": complete,
            "guarantee": guarantee}
+    if going_on:
+        doc["anomalous"] = sum(p["anomalous"] for p in parts)
     if len(parts) > 1:
         doc["shards"] = len(parts)
     return doc
@@ -230,4 +249,4 @@ def exhaustive_verdict(bound: int, parts: list[dict]) -> dict:
 def first_hit(parts: list[dict]) -> dict | None:
     """The part whose anomaly a sharded search reports: the lowest level, then the first shard."""
     hits = [p for p in parts if p["grants"] is not None]
-    return min(hits, key=lambda p: p["level"]) if hits else None
+    return min(hits, key=lambda p: (p["level"], p.get("switches", 0))) if hits else None
