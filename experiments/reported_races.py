@@ -61,20 +61,37 @@ REPORTS = (
            "check (P4 detected, not lost)", "letta", "two-writers-one-block", "BlockVersionConflict", "clean-abort"),
     Report("letta-stale-block", "Letta", "a shared block change is not seen until the agent's next step (stale "
            "read)", "letta", "shared-block-stale-read", "N2"),
-    Report("langmem-blind-put", "LangMem and others", "a blind put overwrites a concurrent writer's record and "
-           "destroys the loser (P4 and N3); replayed on mem0 1.0.x's upsert, the same blind put", "mem0-v2",
-           "concurrent-update", "lost-update"),
-    Report("langmem-double-remember", "LangMem and others", "two concurrent 'remember' calls both replace one "
-           "memory, leaving two latest versions (A5B); replayed on MIRIX's delete-then-insert", "mirix",
-           "concurrent-update", "double-supersede"),
-    Report("langmem-consolidation", "LangMem and others", "a long LLM consolidation writes back over memories "
-           "added meanwhile (P4); replayed on Letta's memory_rethink", "letta", "consolidation-overwrites",
+    # LangMem's reports run on LangMem itself (langmem 0.0.30's memory manager on LangGraph's stores);
+    # the same claims about "others" are replayed on the engines whose write paths match them.
+    Report("langmem-blind-put", "LangMem", "a blind put overwrites a concurrent writer's record and destroys the "
+           "loser (P4 and N3): two manager runs patch one memory, the later put wins", "langmem", "blind-put",
            "lost-update"),
-    Report("langmem-ingestion-order", "LangMem and others", "ordering by ingestion instead of event time lets an "
-           "older fact replace a newer one; replayed on mem0 1.0.x (no event time)", "mem0-v2", "ingestion-order",
-           "ingestion-order", "design"),
-    Report("langmem-ingestion-order-sodamem", "LangMem and others", "the same claim against SodaMem, which orders "
-           "by event time", "sodamem", "out-of-order-ingest", "stale-survives", "design"),
+    Report("langmem-blind-put-postgres", "LangMem", "the same on LangGraph's PostgresStore", "langmem-postgres",
+           "blind-put", "lost-update"),
+    Report("langmem-blind-put-n3", "LangMem", "... and destroys the loser (N3): a put overwrites the key's value and "
+           "the store keeps no earlier version, in a serial run too", "langmem", "replace-overwrites", "N3", "design"),
+    Report("langmem-double-remember", "LangMem", "two concurrent 'remember' calls both replace one memory, leaving "
+           "two latest versions (A5B); with enable_deletes=True the model removes the old memory and inserts the "
+           "new one", "langmem", "double-remember", "double-supersede"),
+    Report("langmem-double-remember-defaults", "LangMem", "the same claim with LangMem's defaults (no deletes): the "
+           "model patches the one key in place, so at most one version survives", "langmem", "double-patch",
+           "double-supersede"),
+    Report("langmem-consolidation", "LangMem", "a long LLM consolidation writes back over memories added meanwhile "
+           "(P4): the manager writes back per key, so a memory added meanwhile under a new key survives (a memory "
+           "changed meanwhile is the blind put above)", "langmem", "consolidation-vs-add", "lost-update"),
+    Report("langmem-ingestion-order", "LangMem", "ordering by ingestion instead of event time lets an older fact "
+           "replace a newer one: LangMem keeps no event time", "langmem", "ingestion-order", "ingestion-order",
+           "design"),
+    Report("others-blind-put-mem0-v2", "others", "the blind put replayed on mem0 1.0.x's upsert", "mem0-v2",
+           "concurrent-update", "lost-update"),
+    Report("others-double-remember-mirix", "others", "two remembers both replacing one memory, replayed on MIRIX's "
+           "delete-then-insert", "mirix", "concurrent-update", "double-supersede"),
+    Report("others-consolidation-letta", "others", "a consolidation writing back over memories added meanwhile, "
+           "replayed on Letta's memory_rethink", "letta", "consolidation-overwrites", "lost-update"),
+    Report("others-ingestion-order-mem0-v2", "others", "ingestion order replayed on mem0 1.0.x (no event time)",
+           "mem0-v2", "ingestion-order", "ingestion-order", "design"),
+    Report("others-ingestion-order-sodamem", "others", "the same claim against SodaMem, which orders by event time",
+           "sodamem", "out-of-order-ingest", "stale-survives", "design"),
     Report("drops-facts-prompt-bug", "(several)", "'concurrent writes drop facts' was the judge returning nothing "
            "because of a prompt bug", "mem0-v2", "love-then-hate", "judge-failure", "judge"),
 )

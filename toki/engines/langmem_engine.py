@@ -76,6 +76,8 @@ UTTERANCES: dict[str, tuple[str, str, str]] = {
     "I also have a parrot.": ("pets", "parrot", "extend"),
     "I play the violin.": ("music", "the violin", "replace"),
 }
+# When each utterance's fact happened (LangMem keeps no event time: only the ingestion-order detector uses it).
+EVENT_DAY = {"I live in Berlin.": "2026-01-05", "I moved to Paris.": "2026-03-01", "I moved to Rome.": "2026-05-01"}
 BERLIN, ROME, PARIS = (f"Alice lives in {c}." for c in ("Berlin", "Rome", "Paris"))
 CONTRADICTS = [(a, b) for a in (BERLIN, ROME, PARIS) for b in (BERLIN, ROME, PARIS) if a != b]
 
@@ -425,6 +427,17 @@ def told(reader: str, slot: str) -> Detector:
     return Detector("N2", check, observes=True)
 
 
+def older_current() -> Detector:
+    """The current residence is not the one that happened last (ingestion order decided it)."""
+    def check(state, errors):
+        cur = _slot_memories(state, "residence")
+        day = {f"Alice lives in {u.split()[-1].rstrip('.')}.": d for u, d in EVENT_DAY.items()}
+        newest = max(day, key=day.get)
+        return [f"{cur} is current although {newest!r} happened later ({day[newest]}): LangMem keeps no event "
+                "time, so the fact ingested last replaces the other"] if cur and newest not in cur else []
+    return Detector("ingestion-order", check, always=True)
+
+
 # -- scenarios -----------------------------------------------------------------------------------------
 
 def _scenarios(engine: LangMemEngine) -> dict[str, Scenario]:
@@ -436,10 +449,11 @@ def _scenarios(engine: LangMemEngine) -> dict[str, Scenario]:
 
     def calls(plan: dict[str, tuple], **kw):
         def call(h, agent):
-            op, arg = plan[agent]
+            op, *args = plan[agent]
             if op == "recall":
-                return engine.recall(h, arg)
-            return engine.remember(h, agent, arg, **kw)
+                return engine.recall(h, args[0])
+            return [engine.remember(h, agent, a, **kw) for a in args] if len(args) > 1 else \
+                engine.remember(h, agent, args[0], **kw)
         return call
 
     sc = [
@@ -450,6 +464,22 @@ def _scenarios(engine: LangMemEngine) -> dict[str, Scenario]:
                  "concurrently both search before either puts, both patch 'cat', and the later put wins",
                  ("A", "B"), calls({"A": ("remember", "I also have a dog."), "B": ("remember", "I also have a parrot.")}),
                  seeded("I have a cat."), False, (lost_items("dog", "parrot"),), ("lost-update",)),
+        Scenario("consolidation-vs-add",
+                 "the reported race 'a long LLM consolidation writes back over memories added meanwhile (P4)': "
+                 "agent C's manager run consolidates the pets memory (patches 'cat' into 'cat, dog') while agent "
+                 "A's adds a memory LangMem has not seen ('I play the violin'): the write-back is a put per key, "
+                 "so can C's run erase A's new memory?",
+                 ("C", "A"), calls({"C": ("remember", "I also have a dog."), "A": ("remember", "I play the violin.")}),
+                 seeded("I have a cat."), False,
+                 (lost_items("dog"), Detector("lost-update", lambda s, e: [] if "Alice plays the violin." in
+                                              s["memories"] else ["the memory added meanwhile is gone"])),
+                 ("lost-update",)),
+        Scenario("ingestion-order",
+                 "the reported 'order by ingestion instead of event time lets an older fact replace a newer one': "
+                 "one agent tells LangMem 'I moved to Rome' (May) and then 'I live in Berlin' (January, told "
+                 "late); the model replaces the stored residence each time",
+                 ("A",), calls({"A": ("remember", "I moved to Rome.", "I live in Berlin.")}), None, False,
+                 (older_current(),), ("ingestion-order",)),
         Scenario("double-remember",
                  "the reported race 'two concurrent remember calls both replace one memory, leaving two latest "
                  "versions' (A5B), with enable_deletes=True: 'Alice lives in Berlin' is stored; A says she moved "
