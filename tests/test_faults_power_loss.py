@@ -192,6 +192,7 @@ def test_a_plugin_without_file_operations_is_not_applicable_and_does_not_pass():
     (["--engine-module", f"{J}:durable", "--case", "nosuch"], "has no case"),
     (["--engine-module", f"{J}:durable", "--replay", "x.json"], "--replay runs the one fault"),
     (["--engine-module", "tests.plugins.broken:open_missing_file", "--kind", "power-loss"], "open() raised"),
+    (["--system", "toki", "--kind", "power-loss"], "toki takes no power-loss fault"),  # never an empty pass
 ])
 def test_bad_plugins_and_options_exit_2_in_one_line(argv, problem):
     code, out, err = _faults(*argv)

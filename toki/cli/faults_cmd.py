@@ -45,7 +45,8 @@ def register(sub) -> None:
     p.add_argument("--replay", metavar="FILE", help="inject the fault a fault file records, again")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                    help="write every fault and the tables as JSON (to PATH, or stdout)")
-    p.add_argument("--witness-dir", metavar="DIR", help="write a fault file per (case, fault) not survived")
+    p.add_argument("--witness-dir", metavar="DIR", help="write a fault file per (case, fault) not survived "
+                   "(power loss: per kind of finding, the one with the shortest trace)")
     p.add_argument("--step-limit", type=float, default=10.0, help="seconds an engine's step may hang")
     add_dsn_option(p)
     p.set_defaults(func=run)
@@ -128,6 +129,12 @@ def _run_system(name: str, args, options: dict, witnesses: list, many: bool, mod
     sys_ = system(name, dsn=args.dsn, kinds=tuple(args.kind or ()), step_limit_s=args.step_limit, module=module)
     name = sys_.name
     try:
+        if args.kind and not sys_.kinds:  # asked for faults this system cannot take: never an empty pass
+            from toki.faults import engines, write_path
+
+            takes = write_path.KINDS if name in ("toki", "toki-async-commit") else engines.KINDS
+            raise ConfigError(f"{name} takes no {', '.join(args.kind)} fault",
+                              fix="its kinds are " + ", ".join(takes) + "; power-loss needs files Python writes")
         cases = sys_.cases()
         if args.case:
             unknown = [c for c in args.case if c not in cases]
