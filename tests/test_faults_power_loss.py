@@ -152,6 +152,15 @@ def test_tinydb_from_pypi_leaves_a_stale_tail_and_a_durable_storage_fixes_it(tmp
     assert code == 0, out + err
 
 
+def test_atommem_in_place_saves_leave_an_empty_facts_file(tmp_path):
+    code, out, err = _faults("--system", "atommem", "--case", "rejudge", "--kind", "power-loss",
+                             "--json", str(tmp_path / "a.json"))
+    assert code == 1, out + err
+    case = json.loads((tmp_path / "a.json").read_text())["systems"][0]["power_loss"]["rejudge"]
+    assert case["unopenable"] >= 1 and "truncate facts_toki.json to 0  [+]" in "\n".join(
+        case["minimal"]["does not open"]["trace"])
+
+
 def test_atommem_atomic_loses_its_facts_file_without_fsync_and_the_durable_save_survives(tmp_path):
     code, out, err = _faults("--system", "atommem-atomic", "--case", "rejudge", "--kind", "power-loss",
                              "--json", str(tmp_path / "a.json"))
