@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -28,7 +29,9 @@ DEFAULT_MODELS = ("strict-serializable",)
 #: seconds of cycle search per strongly connected component before giving up ("unknown")
 CYCLE_SEARCH_TIMEOUT = 5.0
 CYCLE_TYPES = frozenset(
-    b + s for b in ("G0", "G1c", "G-single-item", "G-nonadjacent-item", "G2-item") for s in ("", "-process", "-realtime"))
+    b + s for b in ("G0", "G1c", "G-single-item", "G-nonadjacent-item", "G2-item", "G-single", "G-nonadjacent", "G2")
+    for s in ("", "-process", "-realtime"))
+WORKLOADS = ("list-append", "rw-register", "predicate")
 
 
 def prohibited_anomalies(models, anomalies) -> set[str]:
@@ -54,13 +57,17 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
         models = list(DEFAULT_MODELS)
     models = cm.validate_models(models or [])
     anomalies = cm.validate_anomalies(anomalies or [])
-    if isinstance(history, (str, Path)):
+    if workload == "predicate":
+        from toki.check import predicate
+        t_load = t0
+        h = history if isinstance(history, predicate.PredicateHistory) else predicate.read(history, fmt=fmt)
+    elif isinstance(history, (str, Path)):
         t_load = t0  # the scanner reads the file a slice at a time: "parse" includes reading it
         h = read(history, workload, fmt=fmt)
     else:
         t_load = time.perf_counter()
         h = history if isinstance(history, History) else parse(history, workload)
-    if h.workload != workload:
+    if h.workload != workload and workload != "predicate":
         from toki.errors import HistoryError
         raise HistoryError(f"history was parsed as {h.workload}, asked to check it as {workload}",
                            fix="parse it with the same workload")
@@ -70,7 +77,10 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
     ord_bits = _ord_bits(reportable)
 
     from toki.check import partition
-    if workload == "list-append":
+    if workload == "predicate":
+        res = predicate.analyse(h, wfr_keys=wfr_keys, sequential_keys=sequential_keys,
+                                linearizable_keys=linearizable_keys)
+    elif workload == "list-append":
         from toki.check import list_append
         res = partition.analyse(h, list_append.analyse)
     else:
@@ -90,6 +100,11 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
     order = (G.WW, G.WR, G.RW, G.PROCESS, G.REALTIME) if workload == "list-append" else \
         (G.WR, G.WW, G.RW, G.PROCESS, G.REALTIME)
     cyc_found, n_scc = _cycles(h, edge_sets, order, ord_bits, cycle_search_timeout)
+    if workload == "predicate":
+        # Elle's repeatable-read test (PL-2.99) is a cycle of any ww, wr and rw edges: it holds
+        # without predicate reads only. With them, a cycle through a predicate rw edge is G2,
+        # which repeatable read allows; the typed search names it.
+        cyc_found.pop("PL-2.99-cycle-exists", None)
     for k, v in cyc_found.items():
         found.setdefault(k, []).extend(v)
     t_cycles = time.perf_counter()
@@ -202,7 +217,8 @@ def _cycles(h: History, edge_sets, order, ord_bits, timeout) -> tuple[dict, int]
                 {"type": e["type"], "not": e["not"], "subgraph": e["subgraph"], "scc_size": e["scc_size"],
                  "scc": [int(h.t_index[nodes[i]]) for i in e["scc"]]})
         for (typ, cyc, cls, ob) in r.cycles:
-            out.setdefault(typ, []).append(explain_cycle(h, typ, [int(nodes[i]) for i in cyc], cls, ob, by_rel))
+            c = explain_cycle(h, typ, [int(nodes[i]) for i in cyc], cls, ob, by_rel)
+            out.setdefault(c["type"], []).append(c)
         if r.timeout:
             out.setdefault("cycle-search-timeout", []).append(r.timeout)
     return out, len(cstarts)
@@ -257,14 +273,34 @@ def explain_cycle(h: History, typ: str, txns: list[int], cls: list[int], ob: lis
         j = es.find(a, b)
         step = {"type": G.REL_NAMES[rel]}
         f = es.facts(j) if j is not None else None
-        if f is not None:
+        p = int(es.pred[es.row(j)]) if f is not None and es.pred is not None else -1
+        if p >= 0:
+            step.update(_predicate_step(h, rel, an, bn, p, h.key(f[0]), None if f[1] == G.NONE else h.value(f[1]),
+                                        None if f[2] == G.NONE else h.value(f[2])))
+        elif f is not None:
             k = h.key(f[0])
             v1 = None if f[1] == G.NONE else h.value(f[1])
             v2 = None if f[2] == G.NONE else h.value(f[2])
             step.update({"key": k, "value": v1, "value'": v2,
                          "explanation": _sentence(h.workload, rel, an, bn, k, v1, v2)})
         steps.append(step)
+    if any("predicate" in s and s["type"] == "rw" for s in steps):
+        typ = typ.replace("-item", "")  # a cycle through a predicate anti-dependency: Adya's G-single, G2
     return {"type": typ, "cycle": [h.op(t) for t in txns], "names": [names[t] for t in txns], "steps": steps}
+
+
+def _predicate_step(h, rel, a, b, p, k, v1, v2) -> dict:
+    from toki.check.predicate import describe
+
+    pr = h.preds[p]
+    show = h.show
+    d = {"predicate": pr.spec, "key": k, "value": show(v1), "value'": show(v2)}
+    if rel == G.RW:
+        d["explanation"] = (f"{a}'s predicate read ({describe(pr)}) did not see {b}'s write of {k!r} = "
+                            f"{json.dumps(show(v2))}, which matches it (a phantom)")
+    else:
+        d["explanation"] = f"{a} wrote {k!r} = {json.dumps(show(v2))}, which {b}'s predicate read ({describe(pr)}) returned"
+    return d
 
 
 def _sentence(workload, rel, a, b, k, v1, v2) -> str:

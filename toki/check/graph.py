@@ -52,6 +52,7 @@ class EdgeSet:
     v1: np.ndarray | None = None    # value code of the source side (NONE: the initial state)
     v2: np.ndarray | None = None    # value code of the destination side
     at: np.ndarray | None = None    # fact row of each edge
+    pred: np.ndarray | None = None  # per fact row: the predicate read it comes from, or -1 (toki.check.predicate)
 
     def __post_init__(self):
         keep = self.src != self.dst  # no self-edges in a dependency graph
@@ -71,6 +72,9 @@ class EdgeSet:
             self.key, self.v1 = compact(self.key), compact(self.v1)
             self.v2 = self.v1 if same else compact(self.v2)
         self._order = None
+
+    def row(self, j: int) -> int:
+        return j if self.at is None else int(self.at[j])
 
     def facts(self, j: int) -> tuple[int, int, int] | None:
         """(key, v1, v2) codes justifying edge j, or None if this relation records none."""

@@ -94,5 +94,8 @@ def merge(es: list[EdgeSet]) -> EdgeSet:
     for e in es:
         at.append((np.arange(len(e.src)) if e.at is None else e.at) + off)
         off += len(e.key)
+    pred = None
+    if any(e.pred is not None for e in es):
+        pred = np.concatenate([np.full(len(e.key), -1, np.int64) if e.pred is None else e.pred for e in es])
     return EdgeSet(es[0].rel, src, dst, np.concatenate([e.key for e in es]), np.concatenate([e.v1 for e in es]),
-                   np.concatenate([e.v2 for e in es]), np.concatenate(at))
+                   np.concatenate([e.v2 for e in es]), np.concatenate(at), pred)

@@ -20,11 +20,12 @@ ELLE_CLI_WORKLOADS = {"list-append": "list-append", "elle-list-append": "list-ap
 
 
 def register(sub) -> None:
-    p = sub.add_parser("check", help="check a Jepsen history (list-append, rw-register) like Elle",
+    p = sub.add_parser("check", help="check a Jepsen history (list-append, rw-register, predicate reads) like Elle",
                        description=__doc__.split("\n\n")[0], epilog=EPILOG)
     p.add_argument("file", nargs="*", help="history file(s): JSON array, JSON lines, or EDN (.edn)")
-    p.add_argument("--workload", choices=("list-append", "rw-register"), default=None,
-                   help="the workload (default list-append)")
+    p.add_argument("--workload", choices=("list-append", "rw-register", "predicate"), default=None,
+                   help="the workload (default list-append); predicate: rw-register plus predicate reads "
+                        "[\"rp\", {\"where\": {...}, \"range\": [lo, hi]}, [[k, v], ...]], checked for phantoms (G2)")
     p.add_argument("-m", "--model", action="append", default=None, metavar="M",
                    help="consistency model that must hold (repeatable), e.g. serializable, snapshot-isolation; "
                         "as in elle-cli, list-append or rw-register here names the workload")
