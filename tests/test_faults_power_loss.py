@@ -237,3 +237,30 @@ def test_a_fault_file_naming_a_malformed_module_exits_2(tmp_path):
                              "engine_module": "no-colon"}))
     code, out, err = _faults("--replay", str(f))
     assert code == 2 and "engine_module must be MODULE:FACTORY" in err
+
+
+def test_each_created_file_is_a_file_of_its_own_even_when_the_inode_number_comes_back(tmp_path):
+    """ext4 hands a freed inode number to the next new file: the temporary file of the second save
+    must not be taken for the store the first save's rename replaced (a crash state that drops that
+    rename would otherwise write the new temporary file's bytes into the old store)."""
+    from toki.faults.fs_trace import Recorder
+    from toki.faults.power_loss import _child
+    from toki.harness.trial import hooks_installed
+
+    (tmp_path / "store").write_text("v0")
+
+    def run():
+        rec = Recorder(tmp_path)
+        with hooks_installed(tmp_path), rec.installed():
+            for v in ("v1", "v2", "v3"):
+                with open(tmp_path / "store.tmp", "w") as f:
+                    f.write(v)
+                os.replace(tmp_path / "store.tmp", tmp_path / "store")
+        base_id = rec.base.names["store"]
+        return base_id, [(o.kind, o.ino) for o in rec.ops]
+
+    kind, (base_id, ops) = _child(run)
+    assert kind == "ok"
+    created = [ino for k, ino in ops if k == "create"]
+    assert len(created) == 3 and len({*created, base_id}) == 4
+    assert [k for k, _ in ops] == ["create", "write", "rename"] * 3

@@ -40,7 +40,7 @@ class Op:
 
     kind: str  # create write truncate fsync fsync-dir rename unlink mkdir rmdir
     path: str
-    ino: int | None = None
+    ino: int | None = None  # the file's identity in the trace (a reused inode number is a new file)
     agent: str | None = None  # whose call made it ("open" before the first call)
     dest: str | None = None  # rename's target
     size: int | None = None  # write/truncate: the file's size after it

@@ -50,10 +50,23 @@ class Recorder:
         self._conns: list = []
         self._files: dict[str, tuple[int, bytes]] = {}
         self._dirs: set[str] = set()
-        self.base = self._look()[2]
+        # The file system reuses a freed inode number for the next new file (atomic saves free one
+        # per save): each created file gets an identity of its own, so that the temporary file of
+        # the next save is not taken for the store an earlier, possibly lost, rename replaced.
+        self._ids: dict[int, int] = {}
+        self._last_id = 0
+        files, dirs = self._look()
+        self.base = Image(set(dirs), {n: self._id(i) for n, (i, _) in files.items()},
+                          {self._id(i): d for i, d in files.values()})
+
+    def _id(self, ino: int, fresh: bool = False) -> int:
+        if fresh or ino not in self._ids:
+            self._last_id += 1
+            self._ids[ino] = self._last_id
+        return self._ids[ino]
 
     # -- the folder, looked at ----------------------------------------------------------------
-    def _look(self) -> tuple[dict[str, tuple[int, bytes]], set[str], Image]:
+    def _look(self) -> tuple[dict[str, tuple[int, bytes]], set[str]]:
         files: dict[str, tuple[int, bytes]] = {}
         dirs: set[str] = set()
         for top, subdirs, names in os.walk(self.root):
@@ -76,13 +89,13 @@ class Recorder:
                     continue
                 files[name] = (st.st_ino, data)
         self._files, self._dirs = files, dirs
-        img = Image(set(dirs), {n: i for n, (i, _) in files.items()}, {i: d for i, d in files.values()})
-        return files, dirs, img
+        return files, dirs
 
     def look(self) -> None:
         """Record what changed in the folder since the last look."""
         before_files, before_dirs = self._files, self._dirs
-        files, dirs, _ = self._look()
+        before_ids = {ino: self._ids.get(ino) for _, (ino, _) in before_files.items()}
+        files, dirs = self._look()
         by_ino_before = {ino: (name, data) for name, (ino, data) in before_files.items()}
         by_ino_now = {ino: name for name, (ino, _) in files.items()}
         new: list[Op] = []
@@ -98,18 +111,19 @@ class Recorder:
                 continue
             if old is None:
                 if name in before_files:  # a new file in place of an old one (not through a rename)
-                    new.append(Op("unlink", name, before_files[name][0], agent=self.agent))
-                new.append(Op("create", name, ino, agent=self.agent))
+                    new.append(Op("unlink", name, before_ids[before_files[name][0]], agent=self.agent))
+                new.append(Op("create", name, self._id(ino, fresh=True), agent=self.agent))
                 old_data = b""
             else:
                 old_data = old[1]
                 if old[0] != name:
-                    moved.append(Op("rename", old[0], ino, agent=self.agent, dest=name))
+                    moved.append(Op("rename", old[0], self._id(ino), agent=self.agent, dest=name))
             if data != old_data:
+                lid = self._id(ino)
                 if len(data) < len(old_data) and old_data[:len(data)] == data:
-                    new.append(Op("truncate", name, ino, agent=self.agent, size=len(data), old_size=len(old_data)))
+                    new.append(Op("truncate", name, lid, agent=self.agent, size=len(data), old_size=len(old_data)))
                 else:
-                    new.append(Op("write", name, ino, agent=self.agent, size=len(data), old_size=len(old_data),
+                    new.append(Op("write", name, lid, agent=self.agent, size=len(data), old_size=len(old_data),
                                   blocks=diff_blocks(old_data, data)))
         new.extend(moved)
         for name, (ino, _) in sorted(before_files.items()):
@@ -118,7 +132,7 @@ class Recorder:
             if ino not in by_ino_now and (name not in files or files[name][0] != ino):
                 renamed_over = any(m.dest == name for m in moved)
                 if not renamed_over:
-                    new.append(Op("unlink", name, ino, agent=self.agent))
+                    new.append(Op("unlink", name, before_ids[ino], agent=self.agent))
         for d in sorted(before_dirs - dirs, key=lambda s: -s.count("/")):
             if d in self.touched:
                 new.append(Op("rmdir", d, agent=self.agent))
@@ -162,7 +176,7 @@ class Recorder:
         if stat.S_ISDIR(st.st_mode):
             self.ops.append(Op("fsync-dir", rel, agent=self.agent))
         elif rel not in self.sqlite_files:
-            self.ops.append(Op("fsync", rel, st.st_ino, agent=self.agent))
+            self.ops.append(Op("fsync", rel, self._ids.get(st.st_ino), agent=self.agent))
 
     def returned(self, agent: str) -> None:
         self.look()
