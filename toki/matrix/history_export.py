@@ -117,7 +117,7 @@ def _wrap(fn: Callable, log: list) -> Callable:
 
 
 def history(row: str, level: Level | str, *, trials: int = 10, seed: int = 42, mode: str = "witness",
-            dsn: str | None = None, on_trial: Callable[[], None] | None = None) -> list[dict]:
+            dsn: str | None = None, server=None, on_trial: Callable[[], None] | None = None) -> list[dict]:
     """``trials`` trials of a phantom row at one level, as one Jepsen history (a list of ops)."""
     from toki.db.server import resolve
     from toki.errors import ConfigError
@@ -128,7 +128,7 @@ def history(row: str, level: Level | str, *, trials: int = 10, seed: int = 42, m
     lvl = parse_level(level) if isinstance(level, str) else level
     if lvl.callback:
         raise ConfigError("the phantom rows' histories are exported at plain levels", fix="drop +cb from the level")
-    bench = Bench(Runner(resolve(dsn), record_history=False))
+    bench = Bench(Runner(server or resolve(dsn), record_history=False))
     events: list[tuple[float, int, dict]] = []
     try:
         for t in range(trials):
