@@ -71,6 +71,15 @@ class Unverifiable(TokiError):
     the scenario is reported unverifiable with this evidence instead (fail closed)."""
 
 
+def context_switches(run) -> int:
+    """Switches between agents over a run's storage calls (a RunTrace, or a list of steps).
+
+    Starting an agent is not a switch: it runs code that touches no storage."""
+    steps = run.steps if hasattr(run, "steps") else run
+    agents = [s.agent for s in sorted(steps, key=lambda s: s.seq) if s.kind != "start"]
+    return sum(1 for a, b in zip(agents, agents[1:]) if a != b)
+
+
 @dataclass
 class StepRecord:
     seq: int  # position in the grant sequence

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from toki.errors import ConfigError
-from toki.harness.controller import Chooser, StepRecord, Unverifiable
+from toki.harness.controller import Chooser, StepRecord, Unverifiable, context_switches
 from toki.harness.locks import InstrumentedLock
 from toki.harness.trial import TrialResult, TrialRunner
 
@@ -355,8 +355,6 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
     ``max_runs`` runs or ``time_limit_s`` seconds. ``on_run(runs so far, anomalous)`` follows each run, as
     :func:`~toki.harness.search.search`'s ``on_trial``. ``shard=(i, n)`` explores shard ``i``'s
     parts of the tree only; the ``n`` shards' counts add up to the unsharded search's."""
-    from toki.harness.search import context_switches  # search imports this module
-
     if bound < 0:
         raise ConfigError(f"bound {bound} must be at least 0", fix="pass 0 for the serial orders, 2 or 3 to search")
     t0 = time.perf_counter()

@@ -19,18 +19,9 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
-from toki.harness.controller import ReplayChooser, TapeChooser
+from toki.harness.controller import ReplayChooser, TapeChooser, context_switches  # noqa: F401 - re-exported
 from toki.harness.trial import TrialResult, TrialRunner
 from toki.errors import ConfigError
-
-
-def context_switches(run) -> int:
-    """Switches between agents over a run's storage calls (a RunTrace, or a list of steps).
-
-    Starting an agent is not a switch: it runs code that touches no storage."""
-    steps = run.steps if hasattr(run, "steps") else run
-    agents = [s.agent for s in sorted(steps, key=lambda s: s.seq) if s.kind != "start"]
-    return sum(1 for a, b in zip(agents, agents[1:]) if a != b)
 
 
 @dataclass
