@@ -2,6 +2,7 @@
 
     python benchmarks/bench_frontrun.py [--runs 3] [--seed 0] [--budget 100] [--bound 2]
                                         [--programs sqlite-racy,...] [--dsn DSN] [--json PATH]
+    python benchmarks/bench_frontrun.py --markdown results/bench_frontrun.json   # the docs' table
 
 Programs (``benchmarks/frontrun_programs``): a SQLite counter, a JSON-file counter and a
 PostgreSQL counter, each racy (read-modify-write, no guard) and fixed (``BEGIN IMMEDIATE``; a lock
@@ -219,6 +220,22 @@ def print_table(rows: list[dict]) -> None:
             print(f"  {r['program']} / {r['tool']}: {why[:300]}")
 
 
+def markdown(rows: list[dict]) -> str:
+    """The table as docs/frontrun.md prints it, from a results file (``--markdown PATH``)."""
+    out = ["| program | tool | verdicts | interleavings | time in tool, median (s) | replays |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        runs = r["runs"]
+        explored = _cell([x.get("explored") for x in runs])
+        serial = _cell([x.get("serial_orders") for x in runs])
+        if serial != "-":
+            explored += f" (+{serial} serial)"
+        times = [x.get("elapsed_s") for x in runs if x.get("elapsed_s") is not None]
+        out.append(f"| {r['program']} | {r['tool']} | {_verdicts(runs)} | {explored} | "
+                   f"{statistics.median(times):.2f} | {_replays(runs)} |" if times else "| - |")
+    return "\n".join(out)
+
+
 def _version(pkg: str) -> str | None:
     try:
         return version(pkg)
@@ -246,7 +263,11 @@ def main(argv=None) -> int:
     ap.add_argument("--tools", default=",".join(TOOLS), help="comma-separated, default all")
     ap.add_argument("--dsn", default=None, help="PostgreSQL for the pg- programs (default $TOKI_DSN, else embedded)")
     ap.add_argument("--json", metavar="PATH", default=str(ROOT / "results" / "bench_frontrun.json"))
+    ap.add_argument("--markdown", metavar="PATH", help="print the table of a results file as Markdown, run nothing")
     a = ap.parse_args(argv)
+    if a.markdown:
+        print(markdown(json.loads(Path(a.markdown).read_text())["rows"]))
+        return 0
     programs = [p for p in a.programs.split(",") if p]
     tools = [t for t in a.tools.split(",") if t]
     for name, known in (("program", PROGRAMS), ("tool", TOOLS)):
