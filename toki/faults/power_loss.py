@@ -31,7 +31,7 @@ from pathlib import Path
 
 from toki.errors import ConfigError
 from toki.faults.crash_states import CrashState, Image, Op, materialize, states_at
-from toki.faults.engines import EngineFault, _call, _corrupt, _diff
+from toki.faults.engines import EngineFault, _call, _corrupt, _diff, _own_connections
 from toki.harness.trial import TrialRunner, canonical, hooks_installed
 
 KIND = "power-loss"
@@ -97,9 +97,11 @@ class Trace:
         return sum(1 for k, _ in self.returns if k <= point)
 
 
-def _child(fn, limit_s: float = CHILD_LIMIT_S):
+def _child(fn, limit_s: float = CHILD_LIMIT_S, eng=None):
     """``fn()`` in a forked process, its picklable answer back: ``("ok", value)``, ``("error", text)``
-    or ``("signal", name)``. The child is the fresh process each crash state is reopened in."""
+    or ``("signal", name)``. The child is the fresh process each crash state is reopened in. With
+    ``eng``, the child first lets go of the database connections it inherited (it opens its own):
+    a statement sent on the parent's socket would corrupt the parent's session (mem0's pool)."""
     import select
 
     r, w = os.pipe()
@@ -107,6 +109,8 @@ def _child(fn, limit_s: float = CHILD_LIMIT_S):
     if pid == 0:  # pragma: no cover - the child
         os.close(r)
         try:
+            if eng is not None:
+                _own_connections(eng)
             out = ("ok", fn())
         except BaseException as e:  # noqa: BLE001 - reported to the parent
             out = ("error", f"{type(e).__name__}: {' '.join(str(e).split())[:200]}")
@@ -207,7 +211,7 @@ class PowerLossFaults:
 
             with self._location() as loc:
                 self.runner._seed(loc)
-                got = _child(record)
+                got = _child(record, eng=self.engine)
             if got[0] != "ok":
                 raise ConfigError(f"engine {self.system}, scenario {self.scenario.name}: the recorded run failed: "
                                   f"{got[1]}", fix="the scenario must run to the end without faults (toki certify "
@@ -237,7 +241,7 @@ class PowerLossFaults:
 
                 with self._location() as loc:
                     self.runner._seed(loc)
-                    got = _child(run)
+                    got = _child(run, eng=self.engine)
                 if got[0] != "ok":
                     raise ConfigError(f"engine {self.system}, scenario {self.scenario.name}: the serial run of "
                                       f"{', '.join(self.order[:j]) or 'no call'} failed: {got[1]}",
@@ -337,8 +341,11 @@ class PowerLossFaults:
                 with contextlib.suppress(Exception):
                     self.engine.close(h)
 
+        # Only a plug-in that talks to a server can hold connections here; scanning for them costs
+        # as much as a third of a small store's state, so file stores skip it.
+        server = callable(getattr(self.engine, "use_dsn", None)) or callable(getattr(self.engine, "use_server", None))
         with self._location():
-            got = _child(reopen)
+            got = _child(reopen, eng=self.engine if server else None)
         if got[0] == "ok" and isinstance(got[1], _Unbuilt):
             res.findings.append(f"unverifiable: the crash state could not be written out ({got[1].why})")
         elif got[0] == "signal":
