@@ -1,14 +1,18 @@
 """Benchmark ``toki check`` end to end, process start included, in every history layout.
 
 Serializable histories (1-5 micro-ops, a rotating pool of keys, lists of at most
-``--max-writes-per-key`` elements) of 10^4, 10^5 and 10^6 transactions are generated once per
-workload (cached under --dir) and written in each layout users produce:
+``--max-writes-per-key`` elements) of 10^5, 10^6 and 10^7 transactions are generated once per
+workload (cached under --dir, /tmp by default: 10^7 is 3.3 GB, never in the repository) and
+written in each layout users produce:
 
 - ``lines``:   a JSON array, one op per line (what ``toki gen history`` writes)
 - ``compact``: a JSON array on one line (``json.dump(ops, f, separators=(",", ":"))``)
 - ``jsonl``:   JSON lines, one op per line, no array
 - ``pretty``:  a JSON array pretty-printed with ``indent=2`` (an op spans many lines)
 - ``edn``:     Jepsen's history.edn: one op map per line, keywords, ", " between map entries
+
+Each size is also checked with one anomaly planted in its middle (``--plant g2-item``: a write
+skew on two fresh keys, :func:`toki.check.gen.plant`), which must be found and explained.
 
 Each is checked by the ``toki`` command in a fresh process (``toki check FILE --workload W
 --model serializable --json --stats``), timed from spawn to exit, so the figures include
@@ -20,6 +24,7 @@ is recorded with each run, since the cores may be shared. This is a script, not 
 asserts nothing about speed.
 
     .venv/bin/python benchmarks/bench_check.py                          # list-append, all layouts
+    .venv/bin/python benchmarks/bench_check.py --sizes 10000000 --layouts lines --repeat 2
     .venv/bin/python benchmarks/bench_check.py --workloads rw-register --sizes 10000 100000
     .venv/bin/python benchmarks/bench_check.py --json results/bench_check.json --repeat 2
 """
@@ -59,6 +64,23 @@ def ensure_base(path: Path, workload: str, n: int, seed: int, keys: int, mwpk: i
                             max_writes_per_key=mwpk), f)
     tmp.rename(path)
     return time.perf_counter() - t
+
+
+def ensure_planted(base: Path, workload: str, anomaly: str) -> Path:
+    """The base history with one anomaly planted in its middle (toki.check.gen.plant), written
+    in the base's layout; the check must find it, and explain it."""
+    path = base.with_name(base.stem + f".plant-{anomaly}.json")
+    if path.exists():
+        return path
+    from toki.check.gen import plant, write_json
+
+    with open(base, "rb") as f:  # the base layout has one op per line
+        n_ops = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24), b""))
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as f:
+        write_json(plant(_ops(base), anomaly, at=n_ops // 2, workload=workload), f)
+    tmp.rename(path)
+    return path
 
 
 def _ops(base: Path):
@@ -127,12 +149,14 @@ def _spawn_rusage(cmd: list[str]) -> dict:
     code = os.waitstatus_to_exitcode(status)
     if code not in (0, 1):
         raise SystemExit(f"toki check failed ({code}): {' '.join(cmd)}")
-    r = json.loads(b"".join(chunks))
+    r = json.loads(b"".join(chunks))  # (the planted cases' explanations are in r["anomalies"])
     # wait4's rusage covers the check and the scanner children it reaped: CPU is their sum, the
     # peak RSS their maximum. The children's peak (inherited pages included, so an upper bound) is
     # added to give an upper bound for the machine's memory.
     helper_mb = r["stats"].get("helper_max_rss_kb", 0) / 1024
-    return {"valid": r["valid"], "anomaly_types": r["anomaly_types"], "stats": r["stats"], "wall_s": wall,
+    first = {t: (c[0] if isinstance(c, list) and c else c) for t, c in r["anomalies"].items()}
+    return {"valid": r["valid"], "anomaly_types": r["anomaly_types"], "first_cases": first, "stats": r["stats"],
+            "wall_s": wall,
             "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": ru.ru_maxrss / 1024, "helper_rss_mb": helper_mb,
             "peak_total_mb": ru.ru_maxrss / 1024 + helper_mb, "loadavg_1m": load}
 
@@ -171,7 +195,11 @@ def calibrate() -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
+    ap.add_argument("--plant", nargs="*", default=["g2-item"], metavar="ANOMALY",
+                    help="also check each history with this anomaly planted in its middle (default g2-item; "
+                         "--plant with nothing: none)")
+    ap.add_argument("--models", nargs="+", default=["serializable"], help="models to check (default serializable)")
     ap.add_argument("--workloads", nargs="+", default=["list-append"], choices=("list-append", "rw-register"))
     ap.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=LAYOUTS)
     ap.add_argument("--seed", type=int, default=42)
@@ -195,19 +223,26 @@ def main(argv=None) -> int:
         for n in args.sizes:
             base = d / f"{w}-serializable-{n}-k{args.keys}-m{args.max_writes_per_key}-s{args.seed}.json"
             gen_s = ensure_base(base, w, n, args.seed, args.keys, args.max_writes_per_key)
-            for layout in args.layouts:
-                path = ensure_layout(base, layout)
-                cmd = toki + ["check", str(path), "--workload", w, "--model", "serializable", "--json", "--stats"]
-                best = min((_spawn_rusage(cmd) for _ in range(args.repeat)), key=lambda r: r["wall_s"])
-                best.update({"workload": w, "layout": layout, "txns": n, "file_mb": path.stat().st_size / 1e6,
-                             "generate_s": gen_s, "txns_per_s_wall": n / best["wall_s"],
-                             "txns_per_s_cpu": n / best["cpu_s"]})
+            cases = [(layout, ensure_layout(base, layout), None) for layout in args.layouts]
+            cases += [("lines", ensure_planted(base, w, a), a) for a in args.plant]
+            for layout, path, planted in cases:
+                cmd = toki + ["check", str(path), "--workload", w, "--json", "--stats"]
+                for m in args.models:
+                    cmd += ["--model", m]
+                runs = [_spawn_rusage(cmd) for _ in range(args.repeat)]
+                best = min(runs, key=lambda r: r["wall_s"])
+                best.update({"workload": w, "layout": layout, "planted": planted, "models": args.models, "txns": n,
+                             "file_mb": path.stat().st_size / 1e6, "generate_s": gen_s,
+                             "txns_per_s_wall": n / best["wall_s"], "txns_per_s_cpu": n / best["cpu_s"],
+                             "wall_s_all": [r["wall_s"] for r in runs]})
                 rows.append(best)
                 s = best["stats"]["seconds"]
-                print(f"{w:>11} {layout:>7} {n:>9} txns {best['file_mb']:7.1f} MB  wall {best['wall_s']:6.2f} s  "
+                found = ",".join(best["anomaly_types"]) or "-"
+                print(f"{w:>11} {layout:>7} {n:>9} txns {best['file_mb']:7.1f} MB  "
+                      f"{'planted ' + planted if planted else 'as generated':>17}  wall {best['wall_s']:6.2f} s  "
                       f"cpu {best['cpu_s']:6.2f} s  {best['txns_per_s_wall']:>8.0f} txn/s  "
                       f"peak {best['peak_rss_mb']:6.0f} MB (+{best['helper_rss_mb']:.0f} MB scanner child)  "
-                      f"valid={best['valid']}  ({best['stats']['parser']}: "
+                      f"valid={best['valid']} found={found}  ({best['stats']['parser']}: "
                       f"read+parse {s['load'] + s['parse']:.2f} infer {s['infer']:.2f} cycles {s['cycles']:.2f}; "
                       f"loadavg {best['loadavg_1m']:.1f})", flush=True)
     if args.json:

@@ -166,14 +166,30 @@ def read(path: str | Path, workload: str, *, scan: bool = True, fmt: str | None 
             with open(p, "rb") as f:
                 head = f.read(64).lstrip()
             edn = fmt == "edn" or (fmt is None and looks_edn(head))
-            sc = jsonscan.scan_file(p, edn=edn)
+            why: list = []
+            sc = jsonscan.scan_file(p, edn=edn, why=why)
+            size = p.stat().st_size
         except OSError as e:
             raise HistoryError(f"cannot read history file {str(p)!r}: {e.strerror}", fix="check the path") from None
         h = _from_scan(sc, workload, edn)
         if h is not None:
             return h
+        if size > GENERAL_MAX_BYTES:
+            reason = why[0] if why else "an op the columns cannot hold (a transaction without a list of micro-ops, " \
+                                        "or micro-ops this workload does not have)"
+            raise HistoryError(
+                f"{str(p)!r} ({size / 1e9:.1f} GB) is outside what toki reads a slice at a time ({reason}), and "
+                f"too large to read whole (the general reader needs about 15 bytes of memory per byte)",
+                fix="write integers for keys and values, ASCII without escapes, and one JSON op per line or one "
+                    "array (as toki gen history does); or check --workload; or split the history")
         scan = False  # what the scanner does not take: straight to the general path
     return parse_text(read_bytes(p), workload, fmt=fmt, name=str(p), scan=scan)
+
+
+#: files larger than this that the scanner refuses are not read whole by the general path: it
+#: holds the text and a Python object per op (about 15 bytes per byte of JSON), which at 3 GB
+#: fails for lack of memory after minutes instead of saying why at once
+GENERAL_MAX_BYTES = 1 << 30
 
 
 def looks_edn(head: str | bytes) -> bool:

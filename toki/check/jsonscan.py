@@ -220,14 +220,17 @@ def scan(data: bytes, *, chunk_bytes: int = 512 << 10, threads: int | None = Non
 
 
 def scan_file(path, *, chunk_bytes: int = 512 << 10, threads: int | None = None,
-              fork: bool | None = None, edn: bool = False) -> Scanned | None:
-    """As :func:`scan`, reading the file a slice at a time (the file is never held whole)."""
+              fork: bool | None = None, edn: bool = False, why: list | None = None) -> Scanned | None:
+    """As :func:`scan`, reading the file a slice at a time (the file is never held whole).
+    ``why``, when given, receives the reason a file outside the subset was refused."""
     import os
 
     fd = os.open(path, os.O_RDONLY)
     try:
         return _scan(_File(fd), chunk_bytes, threads, fork, edn)
-    except Unsupported:
+    except Unsupported as e:
+        if why is not None:
+            why.append(str(e))
         return None
     finally:
         os.close(fd)
