@@ -26,7 +26,7 @@ def test_engines_notebook_draws_fresh_verdicts(tmp_path, monkeypatch):
     nbclient = pytest.importorskip("nbclient")
     results = tmp_path / "results"
     v = _experiment("verdicts", ["--systems", "atommem,atommem-atomic", "--budget", "8", "--trials", "4"], results)
-    cells = {(r["system"], r["anomaly"]): r for r in v["rows"]}
+    cells = {(r["engine"], r["anomaly"]): r for r in v["rows"]}  # toki's engine names; "system" names the system
     assert cells[("atommem", "lost-update")]["verdict"] == "admits" and cells[("atommem", "lost-update")]["witness"]
     assert cells[("atommem", "N3")]["verdict"] == "admits"  # an in-place overwrite keeps no trace: by design
     assert cells[("atommem-atomic", "lost-update")]["verdict"] == "excludes"

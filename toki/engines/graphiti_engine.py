@@ -456,9 +456,7 @@ class GraphitiEngine:
         self.name = "zep" if zep else "graphiti"
         self.executed = "model" if zep else "real"
         # Why a verdict column has no scenario (the verdicts experiment prints it).
-        self.abstains = {
-            "N2": "add_episode is the only write path exercised; no Graphiti read here spans a writer's statements",
-        }
+        self.abstains: dict[str, str] = {}
         self.judge_factory = judge or fixture_judge
         self._dbs = _SharedDB()
         self.scenarios = _scenarios(self)
@@ -585,6 +583,15 @@ class GraphitiEngine:
                           for v in h.llm.votes.get(_agent_name(), [])]}
 
 
+async def current_facts(h: GraphitiHandle) -> list[str]:
+    """What a reader building an agent's context is told is true now: the group's edges through
+    graphiti's own ``EntityEdge.get_by_group_ids``, those neither invalidated nor expired."""
+    from graphiti_core.edges import EntityEdge
+
+    edges = await EntityEdge.get_by_group_ids(h.driver, [GROUP])
+    return sorted(e.fact for e in edges if e.invalid_at is None and e.expired_at is None)
+
+
 def _day(v) -> str | None:
     if v is None:
         return None
@@ -703,6 +710,20 @@ def provenance_erased() -> list[Detector]:
     return [Detector("N3", check, always=True), Detector("N3", check)]
 
 
+def told_two_residences(reader: str) -> Detector:
+    """N2 on Graphiti: a reader told two current residences (or none): add_episode saves the new edge and
+    then, in another statement, the invalidated old one."""
+    def check(state, errors, observed):
+        seen = (observed or {}).get(reader)
+        if seen is None:
+            return []
+        mine = [f for f in seen if SLOTS.get(f, ("", "", ""))[:2] == ("Alice", "lives in")]
+        return [] if len(mine) == 1 else [
+            f"{reader} read Alice's current facts while an add_episode saved its edges and was told {mine or 'none'} "
+            "(serially: Berlin, or Rome with Berlin invalidated)"]
+    return Detector("N2", check, observes=True)
+
+
 def duplicate_edges() -> Detector:
     def check(state, errors):
         seen: dict[tuple, int] = {}
@@ -782,6 +803,8 @@ def _scenarios(engine: GraphitiEngine) -> dict[str, Scenario]:
 
     def calls(plan: dict[str, tuple], groups: dict[str, str] | None = None):
         def call(h, agent):
+            if plan[agent] == ("current facts",):
+                return current_facts(h)
             return engine.add(h, agent, plan[agent], (groups or {}).get(agent, GROUP))
         return call
 
@@ -796,6 +819,12 @@ def _scenarios(engine: GraphitiEngine) -> dict[str, Scenario]:
                  seeded("Alice lives in Berlin."), shared,
                  (double_current(), lost_invalidation(), lost_summary(), duplicate_entities(), *provenance_erased()),
                  ("double-supersede", "lost-update", "N3")),
+        Scenario("read-during-invalidation",
+                 "Alice lives in Berlin (seeded); agent A's add_episode says she moved to Rome while agent R reads "
+                 "the group's current facts (EntityEdge.get_by_group_ids). add_episode saves the new edge, then "
+                 "the invalidated Berlin edge, each its own statement: between them R is told two residences",
+                 ("A", "R"), calls({"A": ("Alice moved to Rome.",), "R": ("current facts",)}),
+                 seeded("Alice lives in Berlin."), shared, (told_two_residences("R"),), ("N2",), observe=True),
         Scenario("restated-fact",
                  "Alice lives in Berlin (seeded); two episodes restate it at once. Serially the edge's episodes "
                  "list cites all three episodes; concurrently one append is lost (the edge is MERGEd whole from a "
