@@ -27,6 +27,7 @@ from toki.engines.graphiti_engine import (
     zep,
 )
 from toki.engines.registry import ENGINES, available, load_engine
+from toki.harness.explore import explore
 from toki.harness.search import search
 from toki.harness.trial import TrialRunner
 from toki.harness.witness import Witness, digest
@@ -152,3 +153,23 @@ def test_zep_server_workers_lose_updates():
             assert all(ep[0].endswith(".") for ep in st["episodes"])
         res = search(r, budget=BUDGET, seed=0, shrink=False)
         assert res.admits and res.found.anomalies
+
+
+def test_restated_fact_erases_an_episodes_provenance_n3(engine):
+    """N3: serially every episode is cited by its fact's edge; a stale MERGE drops one."""
+    with TrialRunner(engine, "restated-fact") as r:
+        r.serial_outcomes()
+        assert not [f for _, _, out in r.serial_runs for f in r.by_design(out) if f.startswith("N3:")]
+        res = explore(r, bound=1, max_runs=BUDGET, want=lambda t: any(a.startswith("N3:") for a in t.anomalies))
+    assert res.found is not None
+
+
+def test_a_reader_between_the_new_edge_and_the_invalidation_is_told_two_residences(engine):
+    """N2: add_episode saves the new edge, then the invalidated old one, in two statements."""
+    with TrialRunner(engine, "read-during-invalidation") as r:
+        r.serial_outcomes()
+        for _, _, out in r.serial_runs:
+            assert len([f for f in out.observed["R"] if f.startswith("Alice lives in")]) == 1
+        res = explore(r, bound=1, max_runs=BUDGET, want=lambda t: any(a.startswith("N2:") for a in t.anomalies))
+    assert res.found is not None
+    assert res.found.outcome.observed["R"] == ["Alice lives in Berlin", "Alice lives in Rome"]
