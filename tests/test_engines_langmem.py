@@ -152,3 +152,23 @@ def test_verdict_cells_of_langmem(sqlite_engine, tmp_path):
     assert rows["N3"]["how"].startswith("by design") and rows["N2"]["witness"]
     assert rows["N2"]["system"].startswith("LangMem ") and rows["N2"]["engine"] == "langmem"
     assert rows["N2"]["executed"] == "real" and rows["N2"]["paper"] is None
+
+
+LANGMEM_REPORTS = {  # report id -> what LangMem's own code does with the claim
+    "langmem-blind-put": "reproduced (race)",
+    "langmem-blind-put-n3": "reproduced (design)",
+    "langmem-double-remember": "reproduced (race)",
+    "langmem-double-remember-defaults": "not reproduced",  # one key, patched in place
+    "langmem-consolidation": "not reproduced",  # a put per key: a memory added meanwhile survives
+    "langmem-ingestion-order": "reproduced (design)",
+}
+
+
+@pytest.mark.parametrize("report_id", sorted(LANGMEM_REPORTS))
+def test_langmem_reports_are_classified_against_langmem(report_id, tmp_path):
+    from toki.experiments import reported_races
+
+    report = next(r for r in reported_races.REPORTS if r.id == report_id)
+    assert report.engine == "langmem"
+    row = reported_races.classify(report, budget=15, seed=0, witness_dir=tmp_path)
+    assert row["executed"] == "real" and row["result"] == LANGMEM_REPORTS[report_id], row
