@@ -189,6 +189,12 @@ def test_files_a_native_library_writes_are_not_verified():
     assert "not verified: the store's files (store.duckdb) are written by native code" in out
 
 
+def test_a_plugin_whose_state_tells_nothing_is_unverifiable_not_survived():
+    code, out, err = _faults("--engine-module", f"{J}:silent", "--kind", "power-loss")
+    assert code == 1, out + err
+    assert "unverifiable: the engine's read-out is the same before and after every call" in out
+
+
 def test_a_plugin_without_file_operations_is_not_applicable_and_does_not_pass():
     code, out, err = _faults("--engine-module", "tests.plugins.memory_only:engine", "--kind", "power-loss")
     assert code == 1, out + err

@@ -81,6 +81,19 @@ class JsonStore:
         store.put(*{"A": ("alice", "Rome"), "B": ("bob", "Paris")}[agent])
 
 
+class SilentJsonStore(JsonStore):
+    """The in-place store whose ``state`` reads nothing back: no crash state can be judged on it."""
+
+    def state(self, store):
+        return []
+
+
+def silent():
+    store = SilentJsonStore("inplace")
+    store.name = "json-store-silent"
+    return store
+
+
 def inplace():
     return JsonStore("inplace")
 
