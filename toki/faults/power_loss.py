@@ -27,7 +27,6 @@ import shutil
 import signal
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from toki.errors import ConfigError
 from toki.faults.crash_states import CrashState, Image, Op, materialize, states_at
