@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toki.engines.registry import load_engine  # noqa: E402
 from toki.faults.power_loss import PowerLossFaults  # noqa: E402
+from toki.faults.report import category  # noqa: E402
 from toki.runinfo import provenance  # noqa: E402
 
 ENGINES = {
@@ -57,7 +58,7 @@ def bench_case(engine, case: str) -> dict:
     cats = {"lost": 0, "does not open": 0, "half-done": 0}
     for r in results:
         if not r.survived:
-            k = r.findings[0].split(":", 1)[0]
+            k = category(r.findings[0])
             cats[k] = cats.get(k, 0) + 1
     return {"case": case, "operations": len(pl.trace().ops), "built": pl.constructed, "explored": len(states),
             "survived": sum(r.survived for r in results), "lost": cats["lost"],

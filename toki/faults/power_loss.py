@@ -377,8 +377,4 @@ class PowerLossFaults:
         return res
 
 
-def category(finding: str) -> str:
-    return finding.split(":", 1)[0]
-
-
-__all__ = ["KIND", "PowerLossFaults", "category", "describe_sqlite", "sqlite_verdict"]
+__all__ = ["KIND", "PowerLossFaults", "describe_sqlite", "sqlite_verdict"]
