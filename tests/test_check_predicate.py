@@ -149,3 +149,14 @@ def test_matrix_history_option_writes_a_checkable_history(tmp_path, toki_server)
     assert "G2" in out.getvalue() and "phantom" in out.getvalue()
     assert main(["matrix", "--history", str(path), "--only", "P2", "--level", "rr"],
                 out=io.StringIO(), err=io.StringIO()) == 2
+
+
+def test_edn_histories_with_predicate_reads(tmp_path):
+    p = tmp_path / "h.edn"
+    pred = '{:where {:k "x"}}'
+    p.write_text("\n".join([
+        f'{{:index 0 :type :invoke :process 0 :f :txn :value [[:rp {pred} nil] [:w "a" {{:k "x"}}]]}}',
+        f'{{:index 1 :type :invoke :process 1 :f :txn :value [[:rp {pred} nil] [:w "b" {{:k "x"}}]]}}',
+        f'{{:index 2 :type :ok :process 1 :f :txn :value [[:rp {pred} []] [:w "b" {{:k "x"}}]]}}',
+        f'{{:index 3 :type :ok :process 0 :f :txn :value [[:rp {pred} []] [:w "a" {{:k "x"}}]]}}']))
+    assert check(p, "predicate", models=["serializable"])["anomaly_types"] == ["G2"]

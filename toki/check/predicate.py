@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from toki.check.graph import NONE, RW, WR, EdgeSet
-from toki.check.history import FAIL, OK, History, load, parse
+from toki.check.history import FAIL, OK, History, loads, parse, read_bytes
 from toki.errors import HistoryError
 
 RP = "rp"
@@ -102,11 +102,11 @@ def _canon(v):
 
 def read(source, fmt: str | None = None) -> PredicateHistory:
     """A predicate-workload history from a path or a list of op maps."""
-    ops = load(source) if isinstance(source, (str, Path)) else list(source)
-    if fmt == "edn" and isinstance(source, (str, Path)):
-        from toki.check.history import loads, read_bytes
-
-        ops = loads(read_bytes(source), fmt="edn", name=str(source))
+    if isinstance(source, (str, Path)):
+        ops = loads(read_bytes(source), fmt=fmt or ("edn" if str(source).lower().endswith(".edn") else None),
+                    name=str(source))
+    else:
+        ops = list(source)
     return parse_ops(ops)
 
 
