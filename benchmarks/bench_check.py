@@ -72,13 +72,31 @@ def ensure_planted(base: Path, workload: str, anomaly: str) -> Path:
     path = base.with_name(base.stem + f".plant-{anomaly}.json")
     if path.exists():
         return path
-    from toki.check.gen import plant, write_json
+    import orjson
+
+    from toki.check.gen import plant
 
     with open(base, "rb") as f:  # the base layout has one op per line
-        n_ops = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24), b""))
+        n_ops = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24), b"")) - 2
+    # The planted ops come from toki.check.gen.plant; the ops after them move up four places in
+    # the history, which in toki gen's layout is the "index" and "time" that open each line.
+    at = n_ops // 2
+    head = [{"index": i, "time": i, "type": "ok", "process": 0, "f": "txn", "value": []} for i in range(at)]
+    planted = list(plant(iter(head), anomaly, at=at - 1, workload=workload))[at:]
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        write_json(plant(_ops(base), anomaly, at=n_ops // 2, workload=workload), f)
+    with open(base, "rb") as src, open(tmp, "wb") as f:
+        for i, line in enumerate(src):
+            if i == at + 1:  # after the "[" line and `at` ops
+                f.writelines(orjson.dumps(op) + b",\n" for op in planted)
+            if i > at and line.startswith(b'{"index":'):
+                idx, rest = line[9:].split(b",", 1)
+                n = int(idx) + len(planted)
+                if rest.startswith(b'"time":'):
+                    _, rest = rest.split(b",", 1)
+                    line = b'{"index":%d,"time":%d,%s' % (n, n, rest)
+                else:
+                    line = b'{"index":%d,%s' % (n, rest)
+            f.write(line)
     tmp.rename(path)
     return path
 
@@ -103,6 +121,15 @@ def ensure_layout(base: Path, layout: str) -> Path:
     from toki.check.gen import write_edn
 
     tmp = path.with_suffix(".tmp")
+    if layout == "compact":
+        # the base is toki gen's layout ("[", then one op per line, separators "," and ":"): the
+        # compact array is the same bytes without the line breaks (json.dumps per op: 20 minutes at 10^7)
+        with open(base, "rb") as src, open(tmp, "wb") as f:
+            for block in iter(lambda: src.read(1 << 26), b""):
+                f.write(block.replace(b"\n", b""))
+            f.write(b"\n")
+        tmp.rename(path)
+        return path
     with open(tmp, "w") as f:
         if layout == "edn":
             write_edn(_ops(base), f)
