@@ -43,13 +43,11 @@ sorted, without keys (LangMem names new memories by ``uuid4``) or timestamps.
 from __future__ import annotations
 
 import ast
-import contextlib
-import itertools
 import os
 import re
 import sqlite3
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -242,7 +240,6 @@ class _Handle:
     agent: str | None = None
     judge: Any = None
     factory: Any = None
-    votes: list = field(default_factory=list)
 
 
 class LangMemEngine(OnPostgres):
