@@ -262,3 +262,22 @@ def test_a_racy_counter_is_found_by_some_shard_and_the_merged_verdict_names_the_
     doc, hit = exhaustive_verdict(2, parts), first_hit(parts)
     assert hit is not None and hit["level"] == 1 and not doc["complete"] and doc["shards"] == 3
     assert doc["explored"] == sum(p["explored"] for p in parts)
+
+
+@pytest.mark.db
+def test_an_exhaustive_search_over_postgresql_row_lock_waits_repeats_itself():
+    """B's SELECT ... FOR UPDATE waits for A's row lock; A's commit ends the wait. Whether B is
+    eligible at the next decision used to depend on how soon its thread woke (the same grants then
+    offered different agents: unverifiable one run in three, and 50 or 51 interleavings when
+    complete). The controller now asks the observer after every completed call."""
+    from toki.harness.engine import connect_database
+
+    counts = []
+    for _ in range(3):
+        eng = load_engine(None, "tests.plugins.sqlalchemy_accounts:for_update")
+        connect_database(eng, None)
+        with TrialRunner(eng, next(iter(eng.scenarios))) as tr:
+            res = explore(tr, bound=2, stop_at_first=False)
+        assert res.complete and res.found is None
+        counts.append((res.explored, res.pruned))
+    assert len(set(counts)) == 1, counts

@@ -247,6 +247,7 @@ class _Agent:
         self.in_step = False
         self.deliver_busy = False
         self.db: DbSession | None = None  # the database session its granted statement runs on
+        self.confirmed_at = -1  # blocked-db: the completed-call count at which the observer last said it waits
         self.handoff_wait = False  # its thread waits while a worker thread does its work (threads.py)
         self.idle_cv = threading.Condition(mutex)  # where that wait ends
         self._task_lock: tuple[Any, asyncio.Lock] | None = None  # (loop, lock) of its asyncio tasks' steps
@@ -392,6 +393,7 @@ class Controller:
         self._holder: _Agent | None = None  # the one agent allowed to run Python code
         self._failure: BaseException | None = None
         self._finished = False
+        self._settling = False  # a database wait may have ended: the watcher asks before the next decision
         self._progress = 0  # storage calls that completed (ok or failed); SQLITE_BUSY answers do not count
         self.db_sessions: dict[str, set[int]] = {}  # kind -> sessions of every connection the agents used
         bind = getattr(chooser, "bind", None)
@@ -611,6 +613,13 @@ class Controller:
             self._finished = True
             self._cv.notify()
             return
+        if any(a.state == "blocked-db" and a.confirmed_at != self._progress for a in live):
+            # A call completed since a database wait was seen: it may have ended the wait. Whether
+            # the waiting agent is eligible must not depend on how soon its thread wakes, or the
+            # same grants lead to different decisions: the watcher asks the observer first.
+            self._settling = True
+            self._cv.notify()
+            return
         eligible = [a.name for a in live if self._eligible(a)]
         try:
             starting = [n for n in eligible if self._agents[n].pending.kind == "start"]
@@ -721,6 +730,16 @@ class Controller:
         idle: tuple[int, int, float] | None = None  # (grant count, CPU ticks, since) of a sleeping holder
         with self._mutex:
             while not self._finished and self._failure is None:
+                if self._settling:
+                    self._settle()
+                    if len(self.grants) != progress:
+                        progress, since, idle = len(self.grants), time.perf_counter(), None
+                    elif time.perf_counter() - since > self.step_limit_s:
+                        who = next((a for a in self._agents.values() if a.state == "blocked-db"), None)
+                        self._failure = EngineHung(
+                            f"agent {who.name if who else '?'}'s database wait neither ended nor stayed a wait within "
+                            f"{self.step_limit_s:g} s", fix="the engine hangs here; raise the step limit if it is only slow")
+                    continue
                 h = self._holder
                 in_db = h is not None and h.in_step and h.db is not None
                 in_python = h is not None and not h.in_step and not h.handoff_wait
@@ -741,7 +760,7 @@ class Controller:
                         return
                     self._mutex.acquire()
                     if blocked and self._holder is h and h.in_step and h.db == db:
-                        h.state, self._holder = "blocked-db", None
+                        h.state, self._holder, h.confirmed_at = "blocked-db", None, self._progress
                         self._decide()
                         continue
                 elif h is not None and not h.in_step and not h.handoff_wait and h.thread is not None:
@@ -768,6 +787,35 @@ class Controller:
                         f"{self.step_limit_s:g} s (last call: {what})",
                         fix="the engine hangs here; raise the step limit if it is only slow")
                     return
+
+    def _settle(self) -> None:
+        """Mutex held. Ask the observer about every agent waiting in the database since the last
+        completed call: still waiting, it stays out of the next decision; no longer waiting, its
+        call is about to return, and the decision waits for it (``_completed`` decides again)."""
+        at = self._progress
+        todo = [(a, a.db) for a in self._agents.values() if a.state == "blocked-db" and a.confirmed_at != at]
+        if not todo:
+            self._settling = False
+            self._decide()
+            return
+        self._mutex.release()
+        try:
+            answers = [(a, db is not None and self._db_blocked(db)) for a, db in todo]
+        except Exception as e:  # noqa: BLE001 - the run cannot be judged without it
+            self._mutex.acquire()
+            self._fail(e)
+            return
+        self._mutex.acquire()
+        if self._progress != at or self._failure is not None:
+            return  # a call completed meanwhile: ask again
+        waking = False
+        for a, blocked in answers:
+            if a.state == "blocked-db" and blocked:
+                a.confirmed_at = at
+            elif a.state == "blocked-db":
+                waking = True
+        if waking:
+            self._cv.wait(_PG_POLL_S)
 
     def _db_blocked(self, db: DbSession) -> bool:
         obs = self.observers.get(db.kind)

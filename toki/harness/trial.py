@@ -388,22 +388,33 @@ _UNHOOKED = ("psycopg2", "asyncpg", "aiomysql", "MySQLdb", "mysql.connector", "r
              "qdrant_client", "chromadb", "httpx", "requests", "lancedb", "duckdb")
 
 
+# Steps that order agents without touching storage: an agent that made only these changed nothing
+# the harness can interleave.
+_SYNC_ONLY = ("start", "resume", "lock", "wait", "handoff")
+
+
 def _took_steps(trace: RunTrace) -> None:
     """Every agent that completed must have made at least one storage call the harness controls:
     one that made none either touches no storage (no race to judge) or storage reached another
     way (a server over a socket through a driver toki does not intercept). Either way no verdict
-    can rest on it."""
-    stepped = {s.agent for s in trace.steps if s.kind not in ("start", "resume")}
+    can rest on it. Locks, waits and hand-offs alone are not enough: an agent that takes a lock
+    and then changes a dict in memory has every one of its effects between two steps, where no
+    interleaving toki runs can split it, and an "excludes" on it would be a certificate of
+    nothing (a misplaced lock's lost update in memory was certified complete this way)."""
+    stepped = {s.agent for s in trace.steps if s.kind not in _SYNC_ONLY}
     idle = sorted(a for a in trace.results if a not in stepped)
     if idle:
         import sys
 
+        synced = sorted({s.agent for s in trace.steps if s.kind in ("lock", "wait", "handoff")} & set(idle))
         loaded = [m for m in _UNHOOKED if m in sys.modules]
         raise Unverifiable(
             f"agent(s) {', '.join(idle)} completed without one storage call the harness controls"
+            + (f" ({', '.join(synced)} only took locks or waited: what they change lives in memory or storage "
+               "the harness does not see, and nothing between two of their steps is interleaved)" if synced else "")
             + (f" (loaded drivers it does not intercept: {', '.join(loaded)})" if loaded else ""),
             fix="toki intercepts sqlite3, psycopg 3, PyMySQL and files under the run's folder; an engine on "
-                "another driver or a server over a socket cannot be certified by it yet")
+                "another driver, a server over a socket, or state kept in memory cannot be certified by it")
 
 
 def _differ(a: Outcome, b: Outcome) -> str:
