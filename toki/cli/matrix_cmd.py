@@ -257,7 +257,9 @@ def run(args, out) -> int:
             out.write(f"{len(s['mismatches'])} cell(s) differ from the paper's guard map:\n")
             for m in s["mismatches"]:
                 out.write(f"  {m['predicate']} at {m['level']}: measured {m['rate']:.2f}, expected {m['expected']:.0f}"
-                          f" (aborted {m['aborted']}, {m['sqlstates']})\n")
+                          f" (aborted {m['aborted']}, SQLSTATE {m['sqlstates']}"
+                          + (f", codes {m['codes']}" if m.get("codes") and m["codes"] != m["sqlstates"] else "")
+                          + ")\n")
             return 1
         out.write("every cell matches the paper's guard map\n")
     return 0

@@ -114,7 +114,17 @@ def build_schedule(trial: Trial, level: Level, mode: str, rng: random.Random) ->
 class Outcome:
     admitted: bool
     aborted: bool
-    sqlstates: tuple[str, ...]
+    sqlstates: tuple[str, ...]  # the SQLSTATE of each error ("none" where the database has no SQLSTATE)
+    codes: tuple[str, ...] = ()  # the database's own code of each (MySQL's 1213, SQLITE_BUSY, ...)
+
+
+def error_labels(steps) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The failed steps' SQLSTATEs and the database's own codes (the same on PostgreSQL); an error
+    toki raised itself (no database code) is ``toki:Kind`` in both."""
+    failed = [st for st in steps if st.status == "error"]
+    own = tuple(st.sqlstate or f"toki:{(st.error or 'error').split(' ')[0]}" for st in failed)
+    std = tuple(st.std_sqlstate or ("none" if st.sqlstate else code) for st, code in zip(failed, own))
+    return std, own
 
 
 class Bench:
@@ -145,10 +155,9 @@ class Bench:
             trial.setup(lane.admin)
         schedule = build_schedule(trial, level, mode, rng)
         result = self.runner.run(schedule, level, lane=lane, check_expect=False)
-        states = tuple(st.sqlstate or f"toki:{(st.error or 'error').split(' ')[0]}"
-                       for st in result.steps if st.status == "error")
+        states, codes = error_labels(result.steps)
         if states:
-            return Outcome(False, True, states)
+            return Outcome(False, True, states, codes)
         return Outcome(bool(trial.detect(result, lane.admin)), False, ())
 
 
@@ -156,6 +165,7 @@ def run_cell(bench: Bench, predicate: str, level: Level, trials: int, mode: str,
              builder_kw: dict | None = None, on_trial: Callable[[], None] | None = None) -> dict:
     admitted = aborted = 0
     sqlstates: Counter = Counter()
+    codes: Counter = Counter()
     builder = BUILDERS[predicate]
     key = predicate + "".join(f"/{k}={v}" for k, v in sorted((builder_kw or {}).items()))
     for t in range(trials):
@@ -165,10 +175,11 @@ def run_cell(bench: Bench, predicate: str, level: Level, trials: int, mode: str,
         admitted += out.admitted
         aborted += out.aborted
         sqlstates.update(out.sqlstates)
+        codes.update(out.codes)
         if on_trial:
             on_trial()
     return {"predicate": predicate, "level": level.name, "trials": trials, "admitted": admitted,
-            "aborted": aborted, "sqlstates": dict(sorted(sqlstates.items())),
+            "aborted": aborted, "sqlstates": dict(sorted(sqlstates.items())), "codes": dict(sorted(codes.items())),
             "rate": round(admitted / trials, 4) if trials else 0.0}
 
 
@@ -265,7 +276,7 @@ def unexpressible(job: Job, server) -> str | None:
 
 def _not_run(job: Job, why: str) -> dict:
     return {"predicate": job.predicate, "level": job.level, "trials": 0, "admitted": 0, "aborted": 0,
-            "sqlstates": {}, "rate": None, "not_expressible": why}
+            "sqlstates": {}, "codes": {}, "rate": None, "not_expressible": why}
 
 
 def execute(jobs: list[Job], *, dsn: str | None = None, workers: int = 1, step_limit_s: float = 10.0,
@@ -359,7 +370,7 @@ def assemble(results: list[tuple[Job, dict]], *, trials: int, mode: str, seed: i
     zero_at = sum(1 for c in ran if c["expected"] == 0.0 and c["rate"] == 0.0)
     one_below = sum(1 for c in ran if c["expected"] == 1.0 and c["rate"] == 1.0)
     mismatches = [{"predicate": c["predicate"], "level": c["level"], "rate": c["rate"], "expected": c["expected"],
-                   "aborted": c["aborted"], "sqlstates": c["sqlstates"]}
+                   "aborted": c["aborted"], "sqlstates": c["sqlstates"], "codes": c.get("codes", {})}
                   for c in ran if c["rate"] != c["expected"]]
     n_sched = sum(r["trials"] for _, r in results)
     doc = {

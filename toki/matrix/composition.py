@@ -52,6 +52,7 @@ from types import SimpleNamespace
 from toki.errors import ConfigError
 from toki.levels import MATRIX_LEVELS, PRECONDITION, Level, pipeline_guard
 from toki.matrix import memory
+from toki.matrix.cells import error_labels
 from toki.matrix.cells import _RESET, _step, worker_bench
 from toki.matrix.workloads import (
     B,
@@ -252,7 +253,7 @@ def run_trial(bench, pipe: tuple[str, ...], level: Level, seed: int, t: int, noi
     admitted, aborted, states, noisy, by_isolation = [], False, [], 0, False
     for st in stages:
         view = _view(result, st.prefix)
-        errs = [x.sqlstate or f"toki:{(x.error or 'error').split(' ')[0]}" for x in view.steps if x.status == "error"]
+        errs = list(error_labels(view.steps)[0])
         fired = False
         if errs:
             aborted = True

@@ -54,10 +54,15 @@ class StepResult:
     standard_sqlstate: str | None = None  # the SQLSTATE proper, where the database has one (MySQL: 40001)
     own_code: bool = False  # ``sqlstate`` holds the database's own code, not a SQLSTATE (not PostgreSQL)
 
+    @property
+    def std_sqlstate(self) -> str | None:
+        """The SQLSTATE proper: 40001 for MySQL's 1213; None where the database has none (SQLite, DuckDB)."""
+        return self.standard_sqlstate if self.own_code else self.sqlstate
+
     def to_json(self) -> dict:
         d = {"index": self.index, "session": self.session, "sql": self.sql, "blocked": self.blocked,
              "completed_at": self.completed_at, "status": self.status, "rows": jsonable(self.rows),
-             "sqlstate": self.standard_sqlstate if self.own_code else self.sqlstate, "errno": self.errno,
+             "sqlstate": self.std_sqlstate, "errno": self.errno,
              "code": self.sqlstate, "error": self.error}
         if self.op is not None:
             d["op"] = self.op
