@@ -143,17 +143,21 @@ def _exhaustive_shard(job: tuple[str, int, int], spec: dict) -> dict:
     from toki.harness.search import exhaustive_part
     from toki.harness.trial import TrialRunner
 
+    from toki.errors import TokiError
+
     name, i, n = job
-    engine = load_engine(spec["engine"], spec["engine_module"])
-    _server_for(engine, spec["dsn"])
     budget = spec["budget"]
     try:
+        engine = load_engine(spec["engine"], spec["engine_module"])
+        _server_for(engine, spec["dsn"])
         with TrialRunner(engine, name, step_limit_s=spec["step_limit"]) as runner:
             part = exhaustive_part(runner, bound=spec["bound"], shard=(i, n), keep_going=spec["keep_going"],
                                    budget=None if budget is None else -(-budget // n))
     except Unverifiable as e:
         return {"shard": [i, n], "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
                 "unverifiable": _one_line(e)}
+    except TokiError as e:  # bad input or a broken plug-in: the client says it in one line (exit 2)
+        return {"shard": [i, n], "failed": _one_line(e)}
     part.pop("found")
     return part
 
@@ -287,6 +291,11 @@ def run_engine(args, out) -> int:
             "svg": str(Path(args.svg).resolve()) if args.svg else None}
 
     def merged(parts: list[dict], n: int) -> list[dict]:
+        failed = next((p["failed"] for p in parts if p.get("failed")), None)
+        if failed is not None:
+            from toki.errors import TokiError
+
+            raise TokiError(failed)
         return [certify_scenario(engine, name, budget=budget, seed=args.seed, step_limit=args.step_limit,
                                  witness=args.witness, png=args.png, svg=args.svg, mode=mode, bound=bound,
                                  searched=_merged_search(parts[k * n:(k + 1) * n], bound))
