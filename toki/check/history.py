@@ -209,6 +209,9 @@ def _from_scan(sc, workload: str, edn: bool) -> History | None:
     if sc is None:
         return None
     h = parse_scanned(sc, workload)
+    from toki.check.tuning import trim
+
+    trim()  # the scanner's columns, freed: not kept resident under what inference allocates
     if h is not None:
         h.parser = "edn-scan" if edn else "scan"
         h.helper_max_rss_kb = sc.helper_max_rss_kb

@@ -18,6 +18,7 @@ import numpy as np
 
 from toki.check.graph import EdgeSet
 from toki.check.history import R, History, _ranges
+from toki.check.tuning import trim
 
 #: micro-ops per slice: above this a history is inferred in slices of keys
 SLICE_MOPS = 4_000_000
@@ -46,6 +47,7 @@ def analyse(h: History, analyse_fn, *, slice_mops: int = SLICE_MOPS, **kw) -> di
         for typ, cases in res["anomalies"].items():
             anomalies.setdefault(typ, []).extend(_global_mops(typ, cases, sel))
         del sub, res
+        trim()
     return {"edges": [merge(es) for es in edges.values()], "anomalies": anomalies}
 
 
