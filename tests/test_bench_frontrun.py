@@ -59,8 +59,10 @@ def test_toki_exhaustive_finds_the_racy_sqlite_counter_and_certifies_the_fixed_o
     assert bench_frontrun.targets(rows)["decisive"] == {"sqlite-racy": True, "sqlite-fixed": True}
 
 
-def test_the_shared_dict_is_unverifiable_for_toki_never_cleared():
-    r = bench_frontrun.run_one("toki-exhaustive", "dict-racy", 0, ARGS)
+@pytest.mark.parametrize("program", ["dict-racy", "dict-fixed", "dict-lock-misplaced"])
+def test_the_shared_dict_is_unverifiable_for_toki_never_cleared(program):
+    """dict-lock-misplaced was once certified complete (its agents' lock steps counted as storage)."""
+    r = bench_frontrun.run_one("toki-exhaustive", program, 0, ARGS)
     assert r["verdict"] == "unverifiable" and "storage call" in r["reason"], r
 
 
