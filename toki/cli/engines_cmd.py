@@ -30,7 +30,9 @@ def run(args, out) -> int:
             except TokiError as e:
                 entry.update(installed=False, error=str(e))
             else:
-                entry.update(version=str(eng.version), executed=getattr(eng, "executed", "real"),
+                # the system and version a verdict row stands for ("mem0 1.0.x", model), not the CLI name
+                entry.update(system=str(getattr(eng, "system", None) or name), version=str(eng.version),
+                             executed=getattr(eng, "executed", "real"),
                              scenarios={k: s.description for k, s in eng.scenarios.items()})
         doc.append(entry)
         if "error" in entry:
@@ -39,13 +41,13 @@ def run(args, out) -> int:
             status = "not installed (pip install 'toki[engines]')"
         else:
             status = entry["version"].split(" (")[0]  # a model's version cites its sources at length
-        rows.append((name, entry.get("executed", "-"), status, len(entry.get("scenarios", {})) or "-",
-                     info.description))
+        rows.append((name, entry.get("system", "-"), entry.get("executed", "-"), status,
+                     len(entry.get("scenarios", {})) or "-", info.description))
     if args.json is not None:
         emit_json(doc, out, None if args.json == "-" else args.json)
         return 0
     table(out, "engines (toki certify --engine NAME [--scenario S])",
-          ["engine", "executed", "version", "scenarios", "what"], rows)
+          ["engine", "system", "executed", "version", "scenarios", "what"], rows)
     # The scenarios in full, outside the table: a table column would cut or fold their names.
     for entry in doc:
         if entry.get("scenarios"):

@@ -47,6 +47,7 @@ import os
 import re
 import sqlite3
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,8 +86,11 @@ def _require(backend: str = "sqlite"):
     os.environ["LANGSMITH_TRACING"] = os.environ["LANGCHAIN_TRACING_V2"] = "false"
     try:
         # Imported here, before any trial: during one, queue.Queue is the harness's factory, and
-        # these modules subscript it (queue.Queue[...]) at import time.
-        import langmem  # noqa: F401
+        # these modules subscript it (queue.Queue[...]) at import time. trustcall (langmem's
+        # dependency) warns on import about a LangGraph deprecation that is not the user's to fix.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*langgraph\.constants", category=DeprecationWarning)
+            import langmem  # noqa: F401
         from langchain_core.language_models import fake_chat_models  # noqa: F401
         from langmem import create_memory_store_manager  # noqa: F401
 
