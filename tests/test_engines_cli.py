@@ -41,6 +41,9 @@ def test_engines_list_names_real_engines_and_models():
     doc = {e["name"]: e for e in json.loads(out)}
     assert {"sodamem", "sodamem-fixed", "atommem", "atommem-atomic", "toki"} <= set(doc)
     assert doc["atommem"]["executed"] == "model" and doc["toki"]["executed"] == "real"
+    # a row says the system and version it stands for, not only toki's name for it
+    assert doc["mem0-v2"]["system"] == "mem0 1.0.x" and doc["mem0-v2"]["executed"] == "model"
+    assert doc["sodamem"]["system"].startswith("SodaMem ")
 
 
 @pytest.mark.parametrize("argv, needle", [
