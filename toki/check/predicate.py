@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from toki.check.graph import NONE, RW, WR, EdgeSet
-from toki.check.history import FAIL, OK, History, loads, parse, read_bytes
+from toki.check.history import FAIL, OK, W, History, loads, parse, read_bytes
 from toki.errors import HistoryError
 
 RP = "rp"
@@ -201,7 +201,6 @@ def _predicate_edges(h: PredicateHistory) -> tuple[EdgeSet, EdgeSet]:
     # the version each non-failed transaction installs on each key (its last write), by key
     installs: dict[Any, list[tuple[int, Any]]] = {}
     writer: dict[tuple[Any, Any], int] = {}
-    W = 2
     last: dict[tuple[int, Any], Any] = {}
     for m in np.flatnonzero(h.m_f == W).tolist():
         t = int(h.m_txn[m])
