@@ -49,10 +49,13 @@ def _ord_bits(reportable: set[str]) -> int:
 def check(history, workload: str = "list-append", models=None, anomalies=None, *,
           cycle_search_timeout: float = CYCLE_SEARCH_TIMEOUT, wfr_keys: bool = False,
           sequential_keys: bool = False, linearizable_keys: bool = False, stats: bool = False,
-          fmt: str | None = None) -> dict:
+          fmt: str | None = None, on_phase=None) -> dict:
     """Check a history (path, list of op maps, or parsed History) against consistency models.
-    ``fmt`` ("edn" or "json") overrides the format a path's suffix implies."""
+    ``fmt`` ("edn" or "json") overrides the format a path's suffix implies; ``on_phase(name)``,
+    when given, is told as each phase starts (reading, inferring, searching for cycles)."""
     t0 = time.perf_counter()
+    phase = on_phase or (lambda name: None)
+    phase("reading")
     if models is None and anomalies is None:
         models = list(DEFAULT_MODELS)
     models = cm.validate_models(models or [])
@@ -72,6 +75,7 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
         raise HistoryError(f"history was parsed as {h.workload}, asked to check it as {workload}",
                            fix="parse it with the same workload")
     t_parse = time.perf_counter()
+    phase("inferring dependencies")
     prohibited = prohibited_anomalies(models, anomalies)
     reportable = prohibited | cm.UNKNOWN_ANOMALIES
     ord_bits = _ord_bits(reportable)
@@ -99,6 +103,7 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
         found["empty-transaction-graph"] = True
     order = (G.WW, G.WR, G.RW, G.PROCESS, G.REALTIME) if workload == "list-append" else \
         (G.WR, G.WW, G.RW, G.PROCESS, G.REALTIME)
+    phase("searching for cycles")
     cyc_found, n_scc = _cycles(h, edge_sets, order, ord_bits, cycle_search_timeout)
     if workload == "predicate":
         # Elle's repeatable-read test (PL-2.99) is a cycle of any ww, wr and rw edges: it holds

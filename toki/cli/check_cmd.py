@@ -67,13 +67,27 @@ def run(args, out) -> int:
     if workload == "list-append" and (args.wfr_keys or args.sequential_keys or args.linearizable_keys):
         raise ConfigError("--wfr-keys, --sequential-keys and --linearizable-keys apply to rw-register only",
                           fix="drop them, or use --workload rw-register")
+    from toki.render import progress
+
     fast_malloc(_malloc_threshold(args.file))
     results = {}
-    for f in args.file:
-        results[f] = check(f, workload=workload, models=models, anomalies=anomalies,
-                           cycle_search_timeout=args.cycle_search_timeout or CYCLE_SEARCH_TIMEOUT,
-                           wfr_keys=args.wfr_keys, sequential_keys=args.sequential_keys,
-                           linearizable_keys=args.linearizable_keys, stats=args.stats, fmt=args.format)
+    bar = progress()  # on stderr, only when it is a terminal (a large history takes minutes)
+    # redrawn at each phase, not by rich's refresh thread: with another thread running, the
+    # scanner could not fork its helper (toki.check.forked) and would scan in threads, slower
+    bar.live.auto_refresh = False
+    with bar:
+        for f in args.file:
+            task = bar.add_task(f"{f}: reading", total=3)
+
+            def on_phase(name, f=f, task=task):
+                bar.update(task, description=f"{f}: {name}", advance=0 if name == "reading" else 1, refresh=True)
+
+            results[f] = check(f, workload=workload, models=models, anomalies=anomalies,
+                               cycle_search_timeout=args.cycle_search_timeout or CYCLE_SEARCH_TIMEOUT,
+                               wfr_keys=args.wfr_keys, sequential_keys=args.sequential_keys,
+                               linearizable_keys=args.linearizable_keys, stats=args.stats, fmt=args.format,
+                               on_phase=on_phase)
+            bar.update(task, completed=3)
     as_json = args.json or ("-" if args.verbose else None)
     if as_json:
         emit_json(results[args.file[0]] if len(args.file) == 1 else results, out, as_json)
