@@ -38,7 +38,7 @@ from typing import Any
 from toki.harness.controller import Controller, SerialChooser
 from toki.harness.trial import TrialRunner, canonical, hooks_installed
 from toki.errors import TokiError
-from toki.faults.child import killed, wait_child
+from toki.faults.child import in_child, killed, wait_child
 from toki.faults.proxy import FaultTimeout
 
 KINDS = ("kill", "torn", "power-loss")
@@ -135,48 +135,11 @@ def _install_torn_writes() -> None:
 
 def _in_child(fn, *, eng, limit_s: float = CHILD_LIMIT_S) -> dict:
     """``fn()`` in a forked process: ``{"ok": value}``, ``{"error": text}`` or ``{"signal": name}``."""
-    import json
-    import select
-
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.close(r)
-        try:
-            _own_connections(eng)
-            out = {"ok": fn()}
-        except BaseException as e:  # noqa: BLE001 - reported to the parent
-            out = {"error": f"{type(e).__name__}: {str(e).strip()[:200]}"}
-        data = json.dumps(out, default=str).encode()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(w, view):]
-        os._exit(0)
-    os.close(w)
-    chunks, deadline = [], time.monotonic() + limit_s
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                raise FaultTimeout(f"recovery after the crash did not finish within {limit_s:g} s",
-                                   fix="the engine hangs reopening its storage")
-            ready, _, _ = select.select([r], [], [], min(left, 1.0))
-            if ready:
-                b = os.read(r, 65536)
-                if not b:
-                    break
-                chunks.append(b)
-    finally:
-        os.close(r)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        return {"signal": signal.Signals(os.WTERMSIG(status)).name}
-    try:
-        return json.loads(b"".join(chunks) or b'{"error": "no answer"}')
-    except ValueError:
-        return {"error": "the recovery process answered garbage"}
+    kind, value = in_child(fn, limit_s, before=lambda: _own_connections(eng))
+    if kind == "timeout":
+        raise FaultTimeout(f"recovery after the crash did not finish within {limit_s:g} s",
+                           fix="the engine hangs reopening its storage")
+    return {kind: value}
 
 
 def _own_connections(eng) -> None:

@@ -21,14 +21,12 @@ SQLite with are reported with what SQLite documents for them (:data:`SQLITE_DOCS
 from __future__ import annotations
 
 import contextlib
-import os
-import pickle
 import shutil
-import signal
 import time
 from dataclasses import dataclass
 
 from toki.errors import ConfigError
+from toki.faults.child import in_child
 from toki.faults.crash_states import CrashState, Image, Op, materialize, states_at
 from toki.faults.engines import EngineFault, _call, _corrupt, _diff, _own_connections
 from toki.harness.trial import TrialRunner, canonical, hooks_installed
@@ -97,54 +95,12 @@ class Trace:
 
 
 def _child(fn, limit_s: float = CHILD_LIMIT_S, eng=None):
-    """``fn()`` in a forked process, its picklable answer back: ``("ok", value)``, ``("error", text)``
-    or ``("signal", name)``. The child is the fresh process each crash state is reopened in. With
-    ``eng``, the child first lets go of the database connections it inherited (it opens its own):
-    a statement sent on the parent's socket would corrupt the parent's session (mem0's pool)."""
-    import select
-
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.close(r)
-        try:
-            if eng is not None:
-                _own_connections(eng)
-            out = ("ok", fn())
-        except BaseException as e:  # noqa: BLE001 - reported to the parent
-            out = ("error", f"{type(e).__name__}: {' '.join(str(e).split())[:200]}")
-        try:
-            data = pickle.dumps(out)
-        except Exception as e:  # noqa: BLE001
-            data = pickle.dumps(("error", f"unpicklable answer: {e}"))
-        view = memoryview(data)
-        while view:
-            view = view[os.write(w, view):]
-        os._exit(0)
-    os.close(w)
-    chunks, deadline = [], time.monotonic() + limit_s
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return ("error", f"did not finish within {limit_s:g} s")
-            ready, _, _ = select.select([r], [], [], min(left, 1.0))
-            if ready:
-                b = os.read(r, 1 << 20)
-                if not b:
-                    break
-                chunks.append(b)
-    finally:
-        os.close(r)
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        return ("signal", signal.Signals(os.WTERMSIG(status)).name)
-    try:
-        return pickle.loads(b"".join(chunks))
-    except Exception:  # noqa: BLE001
-        return ("error", "the child process answered garbage")
+    """``fn()`` in a fresh forked process (:func:`toki.faults.child.in_child`); a timeout is an
+    error like any other here. With ``eng``, the child first lets go of the database connections
+    it inherited (it opens its own): a statement sent on the parent's socket would corrupt the
+    parent's session (mem0's pool)."""
+    kind, value = in_child(fn, limit_s, before=None if eng is None else (lambda: _own_connections(eng)))
+    return ("error", value) if kind == "timeout" else (kind, value)
 
 
 class PowerLossFaults:
