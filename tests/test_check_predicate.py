@@ -100,6 +100,10 @@ def test_cli_exit_codes(tmp_path):
     err = io.StringIO()
     assert main(["check", str(bad), "--workload", "predicate"], out=io.StringIO(), err=err) == 2
     assert "where/range" in err.getvalue()
+    # a predicate history checked as Elle's default workload names the option that reads it
+    err = io.StringIO()
+    assert main(["check", str(p)], out=io.StringIO(), err=err) == 2
+    assert "pass --workload predicate" in err.getvalue()
 
 
 # -- histories from real runs: the matrix's phantom rows on PostgreSQL --------------------------

@@ -375,8 +375,11 @@ def _validate_slow(ops: list, workload: str) -> None:
                 _fail(ops, i, f"micro-op {j} is {mop!r}, not a 3-element [f, k, v]", "write micro-ops as [f, k, v]")
             f, k, x = mop if len(mop) == 3 else (*mop, None)
             if f not in allowed:
+                # name the workload whose micro-op it is, when there is one
+                owner = {"rp": "predicate", "w": "rw-register", "append": "list-append"}.get(f)
+                hint = f"pass --workload {owner}" if owner and owner != workload else "is --workload right?"
                 _fail(ops, i, f"micro-op {j} has f {f!r}, which the {workload} workload does not allow",
-                      f"{workload} micro-ops are {', '.join(sorted(allowed))} (is --workload right?)")
+                      f"{workload} micro-ops are {', '.join(sorted(allowed))} ({hint})")
             try:
                 hash(k)
             except TypeError:
