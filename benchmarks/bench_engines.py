@@ -8,7 +8,8 @@
 2. SodaMem's own ``ingest`` of one utterance, bare and as one agent under the controller, per
    intercepted call; and as a self-checked serial run (the storage fingerprinted between steps).
 3. Interleavings per second for two-agent SodaMem scenarios (random tapes, fresh storage each
-   trial, the state read back and compared with the serial outcomes).
+   trial, the state read back and compared with the serial outcomes), and the floor: one run of
+   sodamem-fixed double-supersede as SodaMem's own code costs it, with no controller.
 4. With ``--certificates``: bounded-exhaustive certificates at K=2 as a user runs them
    (``toki certify --engine E --exhaustive 2 --json``, end to end, process start included), in one
    process and with ``--workers 2``: SodaMem's double-supersede alone (interleavings per second),
@@ -111,6 +112,43 @@ def interleavings(trials: int) -> dict:
     return out
 
 
+def bare_run(engine: str = "sodamem-fixed", scenario: str = "double-supersede", n: int = 50) -> dict:
+    """The floor under any search of ``scenario``: one run as the engine's own code costs it, with
+    no controller (fresh copy of the seeded folder, an open per agent, the calls one after the
+    other, a fresh open to read the state), the storage hooks passing every call through."""
+    import shutil
+
+    from toki.engines.registry import load_engine
+    from toki.harness.trial import hooks_installed
+
+    eng = load_engine(engine)
+    sc = eng.scenarios[scenario]
+    root = Path(tempfile.mkdtemp())
+    tpl = root / "template"
+    tpl.mkdir()
+    with hooks_installed(tpl):
+        h = eng.open(tpl)
+        sc.setup(h)
+        eng.close(h)
+    t = time.perf_counter()
+    for i in range(n):
+        loc = root / f"t{i}"
+        shutil.copytree(tpl, loc)
+        with hooks_installed(loc):
+            handles = {a: eng.open(loc) for a in sc.agents}
+            for a in sc.agents:
+                sc.call(handles[a], a)
+            for h in handles.values():
+                eng.close(h)
+        r = eng.open(loc)
+        eng.state(r)
+        eng.close(r)
+        shutil.rmtree(loc)
+    ms = (time.perf_counter() - t) / n * 1e3
+    shutil.rmtree(root, ignore_errors=True)
+    return {"ms per run": round(ms, 1), "runs/s on one core": round(1e3 / ms, 1)}
+
+
 def certify_k2(engine: str, scenario: str | None, workers: int) -> dict:
     """One ``toki certify --exhaustive 2`` as a subprocess: wall time, interleavings, completeness."""
     import subprocess
@@ -151,7 +189,8 @@ def main() -> None:
     ap.add_argument("--certificates", action="store_true", help="also time K=2 certificates (about 10 minutes)")
     args = ap.parse_args()
     res = {"per call (us)": per_call(), "sodamem ingest": sodamem_ingest(),
-           "interleavings": interleavings(args.trials)}
+           "interleavings": interleavings(args.trials),
+           "sodamem-fixed double-supersede without the harness": bare_run()}
     if args.certificates:
         res["certificates at K=2"] = certificates()
     print(json.dumps(res, indent=2))
