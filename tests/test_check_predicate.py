@@ -164,3 +164,12 @@ def test_edn_histories_with_predicate_reads(tmp_path):
         f'{{:index 2 :type :ok :process 1 :f :txn :value [[:rp {pred} []] [:w "b" {{:k "x"}}]]}}',
         f'{{:index 3 :type :ok :process 0 :f :txn :value [[:rp {pred} []] [:w "a" {{:k "x"}}]]}}']))
     assert check(p, "predicate", models=["serializable"])["anomaly_types"] == ["G2"]
+
+
+def test_an_empty_predicate_history_is_not_valid(tmp_path):
+    """A check told nothing never passes: no transactions is "unknown", exit 1."""
+    p = tmp_path / "empty.json"
+    p.write_text("[]")
+    out = io.StringIO()
+    assert main(["check", str(p), "--workload", "predicate", "--json"], out=out, err=io.StringIO()) == 1
+    assert json.loads(out.getvalue())["valid"] == "unknown"

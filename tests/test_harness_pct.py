@@ -86,7 +86,8 @@ def test_the_pytest_plugin_takes_the_same_searches(toki_certify_engine):
     assert cert.search["mode"] == "pct"
 
 
-@pytest.mark.parametrize("how", [["--exhaustive", "2"], ["--pct", "2", "--budget", "10"]])
+@pytest.mark.parametrize("how", [["--exhaustive", "2"], ["--pct", "2", "--budget", "10"],
+                                 ["--exhaustive", "2", "--workers", "2"]])
 def test_a_search_told_nothing_or_not_in_control_never_certifies(capsys, how):
     """An engine whose read-out is empty, or whose storage the harness does not see, is
     unverifiable under every search: a complete exhaustive search over nothing is no certificate."""
