@@ -281,3 +281,44 @@ def test_an_exhaustive_search_over_postgresql_row_lock_waits_repeats_itself():
         assert res.complete and res.found is None
         counts.append((res.explored, res.pruned))
     assert len(set(counts)) == 1, counts
+
+
+CERTIFIED = [  # complete at their bound, no anomaly: iterative bounding walks every bound
+    ("atommem-atomic add-search-vs-add", lambda: load_engine("atommem-atomic"), "add-search-vs-add", 2),
+    ("tinydb locked", _module("tests.plugins.tinydb_counter:locked"), "increment", 2),
+    ("letta rejudge", lambda: load_engine("letta"), "rejudge", 2),
+    ("mem0 1.0.x rejudge", lambda: load_engine("mem0-v2"), "rejudge", 2),
+]
+
+
+@pytest.mark.parametrize("label,make,scenario,bound", CERTIFIED, ids=[s[0] for s in CERTIFIED])
+def test_iterative_bounds_execute_each_interleaving_once_and_count_it_once(label, make, scenario, bound):
+    """K = 0, 1, .., bound walk the lower bounds' runs from a record: the interleavings executed
+    are all distinct, they are as many as one search at the top bound runs, and so are the counts,
+    in one process and summed over shards."""
+    from toki.harness.search import exhaustive_part
+
+    whole = _everything(make, scenario, bound)
+    assert whole.complete and not whole.hits
+    with _Recording(make(), scenario) as tr:
+        part = exhaustive_part(tr, bound=bound)
+    assert part["complete"] and part["found"] is None
+    assert len(tr.seen) == len(set(tr.seen)) == part["explored"] == whole.explored
+    assert part["pruned"] == whole.pruned
+    shards = []
+    for i in range(2):
+        with TrialRunner(make(), scenario) as tr:
+            shards.append(exhaustive_part(tr, bound=bound, shard=(i, 2)))
+    assert sum(p["explored"] for p in shards) == whole.explored
+    assert sum(p["pruned"] for p in shards) == whole.pruned
+
+
+def test_the_first_preempted_run_after_the_serial_orders_finds_the_racy_counter():
+    """Iterative bounding runs the two serial orders (K=0), then the first run with a preemption,
+    which is the race: three interleavings, none executed twice."""
+    from toki.harness.search import exhaustive_part
+
+    with _Recording(toy_engine.counter(), "increment") as tr:
+        part = exhaustive_part(tr, bound=2)
+    assert part["found"] is not None and part["level"] == 1
+    assert part["explored"] == len(tr.seen) == len(set(tr.seen)) == 3

@@ -254,6 +254,8 @@ class ExploringChooser(Chooser):
 
     def __init__(self, tree: _Tree):
         self.tree, self.pos, self.ended = tree, 0, False
+        self.preemptions = 0  # of the whole run: the path's and the default tail's (which costs none)
+        self.log: list[tuple] = []  # every decision: (victim, eligible, last, steps, choice)
         self._ctl = None
         # The tree compares steps recorded in different runs, but a lock's name may differ between
         # runs and two locks may share one (an engine names its lock after id() % 1000). So a lock is
@@ -271,12 +273,23 @@ class ExploringChooser(Chooser):
         return self._decide(True, tuple(blocked), None)
 
     def _decide(self, victim: bool, eligible: tuple[str, ...], last: str | None) -> str:
+        steps = None if self.ended else self._steps(victim, eligible)
+        choice = self.decide(victim, eligible, last, steps)
+        self.log.append((victim, eligible, last, steps, choice))
+        return choice
+
+    def decide(self, victim: bool, eligible: tuple[str, ...], last: str | None,
+               steps: dict[str, Footprint] | None) -> str:
+        """One decision, given what each eligible agent is about to do (recorded in an earlier
+        run of the same decisions, when :class:`Memo` replays it)."""
         path = self.tree.path
         if self.ended:
             return last if last in eligible else eligible[0]
-        steps = self._steps(victim, eligible)
         if self.pos < len(path):
-            return self._follow(path[self.pos], victim, eligible, steps)
+            node = path[self.pos]
+            choice = self._follow(node, victim, eligible, steps)
+            self.preemptions += node.cost(choice)
+            return choice
         node = self.tree.next_node(victim, eligible, last, steps)
         options = node.options(self.tree.bound)
         if not options:
@@ -285,6 +298,7 @@ class ExploringChooser(Chooser):
         node.done.append(options[0])
         path.append(node)
         self.pos += 1
+        self.preemptions += node.cost(options[0])
         return options[0]
 
     def _follow(self, node: _Node, victim: bool, eligible: tuple[str, ...], steps: dict[str, Footprint]) -> str:
@@ -319,6 +333,57 @@ class ExploringChooser(Chooser):
         return Footprint(fp.space, frozenset([alias]), fp.writes)
 
 
+class Memo:
+    """The runs of the lower bounds, as a tree of their decisions, so that iterative context
+    bounding does not execute them again at the next bound: the depth-first search at bound
+    K + 1 walks every run of bound K to find the branches off it, and a walk through a recorded
+    run only needs what each decision saw (the same grants give the same run, which every
+    re-execution checks, so the record stands for the run). A run that leaves the record (a
+    decision the record has no branch for) is executed for real."""
+
+    def __init__(self):
+        self.root: dict = {}
+        self.runs = 0
+        self.recording = True  # off for the last bound: no later bound walks its runs
+
+    def add(self, log: list[tuple]) -> None:
+        node = self.root
+        for victim, eligible, last, steps, choice in log:
+            seen = node.get("saw")
+            if seen is None or (seen[3] is None and steps is not None):
+                node["saw"] = (victim, eligible, last, steps)
+            elif seen[:3] != (victim, eligible, last) or (steps is not None and seen[3] != steps):
+                raise Unverifiable("two executions of the same decisions offered different steps: the same grants "
+                                   "gave a different run", fix=_NONDETERMINISTIC)
+            node = node.setdefault("next", {}).setdefault(choice, {})
+        node["end"] = True
+        self.runs += 1
+
+    def replay(self, chooser: "ExploringChooser") -> bool:
+        """Make ``chooser``'s decisions from the record, as a run would; False (the tree as it was)
+        when the run leaves the record and must be executed."""
+        tree = chooser.tree
+        saved = len(tree.path), [len(n.done) for n in tree.path], tree.pruned, tree.counting, tree.parts
+        node = self.root
+        while not node.get("end"):
+            seen = node.get("saw")
+            if seen is None or (seen[3] is None and not chooser.ended):
+                break  # recorded past where its run stopped looking: no footprints to decide on
+            choice = chooser.decide(*seen)
+            chooser.log.append((*seen, choice))
+            node = node.get("next", {}).get(choice)
+            if node is None:
+                break
+        else:
+            return True
+        n, done, tree.pruned, tree.counting, tree.parts = saved
+        del tree.path[n:]
+        for kept, length in zip(tree.path, done):
+            del kept.done[length:]
+        chooser.pos, chooser.ended, chooser.preemptions, chooser.log = 0, False, 0, []
+        return False
+
+
 _NONDETERMINISTIC = ("the run depends on something the harness does not control (time, randomness, a thread of "
                      "the engine's own); an exhaustive search needs runs that the same grants repeat")
 
@@ -349,12 +414,19 @@ class ExploreResult:
 def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_first: bool = True,
             max_runs: int | None = None, time_limit_s: float | None = None,
             want: Callable[[TrialResult], bool] | None = None,
-            on_run: Callable[[int, bool], None] | None = None, shard: tuple[int, int] = (0, 1)) -> ExploreResult:
+            on_run: Callable[[int, bool], None] | None = None, shard: tuple[int, int] = (0, 1),
+            memo: Memo | None = None, count_below: bool = True) -> ExploreResult:
     """Run every interleaving with at most ``bound`` preemptions (with ``reduce``, skipping those
     equivalent to one already run) until an anomaly ``want`` accepts is found (``stop_at_first``),
     ``max_runs`` runs or ``time_limit_s`` seconds. ``on_run(runs so far, anomalous)`` follows each run, as
     :func:`~toki.harness.search.search`'s ``on_trial``. ``shard=(i, n)`` explores shard ``i``'s
-    parts of the tree only; the ``n`` shards' counts add up to the unsharded search's."""
+    parts of the tree only; the ``n`` shards' counts add up to the unsharded search's.
+
+    Iterative context bounding calls this once per bound with one ``memo``: a run recorded there
+    (a lower bound's) is walked, not executed, and neither counted nor judged again; each new
+    run is recorded. ``count_below=False`` counts only the runs with exactly ``bound``
+    preemptions (those with fewer belong to a lower bound's count), so that the bounds' counts
+    add up to distinct interleavings, in every shard alike."""
     if bound < 0:
         raise ConfigError(f"bound {bound} must be at least 0", fix="pass 0 for the serial orders, 2 or 3 to search")
     t0 = time.perf_counter()
@@ -363,9 +435,14 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
     res = ExploreResult(None, 0, 0, False, bound, 0.0)
     while not _out_of(res, max_runs, time_limit_s, t0):
         chooser = ExploringChooser(tree)
-        r = runner.trial(chooser)
+        known = memo is not None and memo.replay(chooser)
+        if not known:
+            r = runner.trial(chooser)
+            if memo is not None and memo.recording:
+                memo.add(chooser.log)
         chooser.check_followed()
-        if not tree.counting:  # another shard's run: it only showed the way to our parts
+        if known or not tree.counting or (not count_below and chooser.preemptions < bound and r.serializable):
+            # a lower bound's run, or another shard's: it only shows the way to our parts
             if not tree.backtrack():
                 res.complete = True
                 break

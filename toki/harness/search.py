@@ -180,19 +180,24 @@ def exhaustive_part(runner: TrialRunner, *, bound: int, budget: int | None = Non
                     keep_going: bool = False) -> dict:
     """Shard ``shard`` of an exhaustive search to ``bound`` preemptions, by iterative context
     bounding (CHESS): K = 0, 1, ... so that a race is found with the fewest preemptions, and a
-    bound with no anomaly is covered completely before the next. ``keep_going`` instead covers
+    bound with no anomaly is covered completely before the next. A bound walks the lower
+    bounds' runs from a record instead of executing them again, and counts only its own
+    (exactly K preemptions), so ``explored`` counts distinct interleavings. ``keep_going`` instead covers
     the bound in one pass past every anomaly, counting them (the witness is the anomalous run
     with the fewest switches). ``budget`` caps this shard's runs. The part as
     :func:`exhaustive_verdict` merges it, with the anomalous run as ``found``."""
-    from toki.harness.explore import explore
+    from toki.harness.explore import Memo, explore
 
     explored = pruned = 0
     res, k = None, 0
+    memo = Memo()
     for k in ([bound] if keep_going else range(bound + 1)):
+        memo.recording = k < bound
         res = explore(runner, bound=k, max_runs=None if budget is None else max(1, budget - explored),
                       on_run=None if on_trial is None else (lambda n, hit, base=explored: on_trial(base + n, hit)),
-                      shard=shard, stop_at_first=not keep_going)
-        explored, pruned = explored + res.explored, pruned + res.pruned
+                      shard=shard, stop_at_first=not keep_going, memo=memo, count_below=keep_going)
+        # each bound's tree holds the lower bounds' runs: its prunings are the search's
+        explored, pruned = explored + res.explored, res.pruned
         if res.found is not None or not res.complete:
             break
     part = {"shard": list(shard), "explored": explored, "pruned": pruned, "level": k,
