@@ -119,11 +119,11 @@ def bare_run(engine: str = "sodamem-fixed", scenario: str = "double-supersede", 
     import shutil
 
     from toki.engines.registry import load_engine
-    from toki.harness.trial import hooks_installed
+    from toki.harness.trial import hooks_installed, scratch_base
 
     eng = load_engine(engine)
     sc = eng.scenarios[scenario]
-    root = Path(tempfile.mkdtemp())
+    root = Path(tempfile.mkdtemp(dir=scratch_base()))  # where the harness's trials keep their storage
     tpl = root / "template"
     tpl.mkdir()
     with hooks_installed(tpl):

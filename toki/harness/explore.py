@@ -41,6 +41,7 @@ held lock, ``Event.is_set``).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import time
 from collections.abc import Callable
@@ -73,6 +74,7 @@ _NOT_A_READ = re.compile(r"\b(insert|update|delete|replace|merge|nextval|setval|
 _CALL = re.compile(r"^\w+\((.*)\)$")
 
 
+@functools.lru_cache(maxsize=8192)  # every run of a search issues the same statements again
 def _sql(kind: str, detail: str) -> Footprint:
     """One database per driver. Table names are not enough to commute two statements: SQLite
     locks the whole file (a write on one table makes a read or write on another busy, and the
@@ -86,6 +88,7 @@ def _sql(kind: str, detail: str) -> Footprint:
     return Footprint(family, None, not plain)
 
 
+@functools.lru_cache(maxsize=8192)
 def _files(kind: str, detail: str) -> Footprint:
     """``open('f', 'w')``, ``replace('a', 'b')``, ``truncate('f')`` or ``read f``/``write f``; an
     fsync names a descriptor, not a file, and a detail that does not parse names none."""

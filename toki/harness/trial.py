@@ -135,6 +135,13 @@ def hooks_installed(location: Path):
         sqlite3.connect, sqlite3.dbapi2.connect = saved
 
 
+def scratch_base() -> Path | None:
+    """Where trials keep their storage: tmpfs when there is one, since engines commit and fsync on
+    every call and a trial's files live for milliseconds (None: the system's temporary folder)."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
 class TrialRunner:
     """Runs trials of one engine's scenario; keeps a scratch directory per trial."""
 
@@ -151,11 +158,7 @@ class TrialRunner:
         self.observers: dict = {}  # database observers the controller opened, reused by later runs
         self._setup_per_trial = not getattr(engine, "storage_in_location", True)
         self._own_dir = workdir is None
-        # Storage on tmpfs when there is one: engines commit and fsync on every call, and a trial's
-        # files live for milliseconds.
-        shm = Path("/dev/shm")
-        base = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
-        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="toki-engine-", dir=base))
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="toki-engine-", dir=scratch_base()))
         self._template: Path | None = None
         self._n = 0
         self._serial: dict[str, list[str]] | None = None
