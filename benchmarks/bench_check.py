@@ -17,9 +17,12 @@ skew on two fresh keys, :func:`toki.check.gen.plant`), which must be found and e
 Each is checked by the ``toki`` command in a fresh process (``toki check FILE --workload W
 --model serializable --json --stats``), timed from spawn to exit, so the figures include
 Python's start, imports, reading, parsing, inference, cycle search and writing the result.
-Peak RSS and CPU come from the child's rusage (os.wait4): CPU includes the scanner's forked
-helper, the peak is the larger of the two, and the helper's own peak (its inherited pages
-included) is shown beside it; their sum bounds the memory used. The machine's 1-minute load average
+CPU and peak RSS come from the child's rusage (os.wait4): CPU includes the forked helpers (the
+scanner's, and inference's for histories of 10^6 micro-ops or more), the peak RSS is the largest
+of them, and the helpers' own peak (their inherited pages included) is shown beside it. Since a
+forked helper shares the History's pages with the check, the sum of the two peaks counts those
+pages twice; the memory the check and its helpers use together is measured as their summed
+proportional set size (PSS, /proc/PID/smaps_rollup), sampled every 0.2 s: "PSS" in the output. The machine's 1-minute load average
 is recorded with each run, since the cores may be shared. This is a script, not a test: it
 asserts nothing about speed.
 
@@ -36,6 +39,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -150,6 +154,45 @@ def ensure_layout(base: Path, layout: str) -> Path:
     return path
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (the scanner's and the inference's forked children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _pss_mb(pid: int) -> float:
+    total = 0
+    for p in _tree(pid):
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+        except (OSError, StopIteration):
+            pass
+    return total / 1024
+
+
+class _PssPeak(threading.Thread):
+    """The largest proportional set size of a process and its children together, sampled every
+    0.2 s: pages a forked child shares with its parent count once, split between them, where the
+    sum of their peak resident sets counts them twice."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.stop = pid, 0.0, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            self.peak = max(self.peak, _pss_mb(self.pid))
+
+
 def _spawn_rusage(cmd: list[str]) -> dict:
     """Run one check and take the child's own rusage (wait4 before anything else reaps it)."""
     load = os.getloadavg()[0]
@@ -164,6 +207,8 @@ def _spawn_rusage(cmd: list[str]) -> dict:
         finally:
             os._exit(127)
     os.close(out_f[1])
+    pss = _PssPeak(pid)
+    pss.start()
     chunks = []
     while True:
         b = os.read(out_f[0], 1 << 20)
@@ -171,6 +216,8 @@ def _spawn_rusage(cmd: list[str]) -> dict:
             break
         chunks.append(b)
     os.close(out_f[0])
+    pss.stop.set()
+    pss.join()
     _, status, ru = os.wait4(pid, 0)
     wall = time.perf_counter() - t0
     code = os.waitstatus_to_exitcode(status)
@@ -185,7 +232,7 @@ def _spawn_rusage(cmd: list[str]) -> dict:
     return {"valid": r["valid"], "anomaly_types": r["anomaly_types"], "first_cases": first, "stats": r["stats"],
             "wall_s": wall,
             "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": ru.ru_maxrss / 1024, "helper_rss_mb": helper_mb,
-            "peak_total_mb": ru.ru_maxrss / 1024 + helper_mb, "loadavg_1m": load}
+            "peak_total_mb": ru.ru_maxrss / 1024 + helper_mb, "peak_pss_mb": pss.peak, "loadavg_1m": load}
 
 
 def _compile_toki() -> None:
@@ -268,7 +315,8 @@ def main(argv=None) -> int:
                 print(f"{w:>11} {layout:>7} {n:>9} txns {best['file_mb']:7.1f} MB  "
                       f"{'planted ' + planted if planted else 'as generated':>17}  wall {best['wall_s']:6.2f} s  "
                       f"cpu {best['cpu_s']:6.2f} s  {best['txns_per_s_wall']:>8.0f} txn/s  "
-                      f"peak {best['peak_rss_mb']:6.0f} MB (+{best['helper_rss_mb']:.0f} MB scanner child)  "
+                      f"peak {best['peak_rss_mb']:6.0f} MB (+{best['helper_rss_mb']:.0f} MB forked child) "
+                      f"PSS {best['peak_pss_mb']:6.0f} MB  "
                       f"valid={best['valid']} found={found}  ({best['stats']['parser']}: "
                       f"read+parse {s['load'] + s['parse']:.2f} infer {s['infer']:.2f} cycles {s['cycles']:.2f}; "
                       f"loadavg {best['loadavg_1m']:.1f})", flush=True)

@@ -99,3 +99,23 @@ def test_a_huge_file_outside_the_slice_reader_is_refused_with_the_reason(tmp_pat
     err = io.StringIO()
     assert main(["check", str(p)], out=io.StringIO(), err=err) == 2
     assert "too large to read whole" in err.getvalue()
+
+
+@pytest.mark.parametrize("workload", ["list-append", "rw-register"])
+def test_slices_computed_in_a_forked_child_merge_to_what_one_process_finds(workload):
+    """Every other slice in a child, the rest here: the same edges, in the same order, and the same
+    cases as all slices in this process."""
+    from toki.check import forked, list_append, rw_register
+    from toki.check.history import parse
+
+    if not forked.available():
+        pytest.skip("no fork here (another thread runs, or not POSIX)")
+    h = parse([dict(o) for o in ops_of(workload, "read-committed")], workload)
+    fn = list_append.analyse if workload == "list-append" else rw_register.analyse
+    here = partition.analyse(h, fn, slice_mops=700, fork=False)
+    split = partition.analyse(h, fn, slice_mops=700, fork=True)
+    assert h.helper_max_rss_kb > 0  # the child did its share
+    assert [e.rel for e in split["edges"]] == [e.rel for e in here["edges"]]
+    for a, b in zip(split["edges"], here["edges"]):
+        assert np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst)
+    assert repr(split["anomalies"]) == repr(here["anomalies"]) and here["anomalies"]

@@ -16,39 +16,79 @@ import dataclasses
 
 import numpy as np
 
+from toki.check import forked
 from toki.check.graph import EdgeSet
 from toki.check.history import R, History, _ranges
 from toki.check.tuning import trim
 
 #: micro-ops per slice: above this a history is inferred in slices of keys
 SLICE_MOPS = 4_000_000
+#: from this many micro-ops, a history is inferred in at least two slices, one in a forked child
+FORK_MOPS = 1_000_000
 #: case fields that are micro-op positions (local to a slice, mapped back to the history's)
 _MOP_FIELDS = ("mop", "read_mop")
 
 
-def analyse(h: History, analyse_fn, *, slice_mops: int = SLICE_MOPS, **kw) -> dict:
+def analyse(h: History, analyse_fn, *, slice_mops: int = SLICE_MOPS, fork: bool | None = None, **kw) -> dict:
     """``analyse_fn(h, **kw)`` on the whole history, or on slices of its keys when it is large,
-    with the slices' edges and anomaly cases merged."""
+    with the slices' edges and anomaly cases merged (in slice order, whoever computed them).
+
+    The slices are independent, so where forking is safe a child takes every other slice while
+    this process takes the rest (``fork=False``: all here). The child reads the History through
+    the pages it shares with this process and sends back only its slices' edges and cases."""
     M = len(h.m_txn)
     parts = -(-M // slice_mops) if slice_mops > 0 else 1
+    can_fork = fork is not False and forked.available()
+    if parts == 1 and can_fork and M >= FORK_MOPS:
+        parts = 2
     if parts <= 1:
         return analyse_fn(h, **kw)
+    bucket = h.m_key % parts  # keys may be any integers; codes of interned keys are 0..n-1
+    kid = None
+    if can_fork:
+        kid = forked.Forked(_slices, h, bucket, range(1, parts, 2), analyse_fn, kw)
+        mine = range(0, parts, 2)
+    else:
+        mine = range(parts)
+    try:
+        results = _slices(h, bucket, mine, analyse_fn, kw)
+        if kid is not None:
+            try:
+                results += kid.result()
+                h.helper_max_rss_kb = max(h.helper_max_rss_kb, kid.max_rss_kb or 0)
+            except forked.ChildLost:  # do its share here
+                results += _slices(h, bucket, range(1, parts, 2), analyse_fn, kw)
+            kid = None
+    finally:
+        if kid is not None:
+            kid.abandon()
+    del bucket
     edges: dict[int, list[EdgeSet]] = {}
     anomalies: dict[str, list] = {}
-    bucket = h.m_key % parts  # keys may be any integers; codes of interned keys are 0..n-1
-    for p in range(parts):
+    for _, res in sorted(results, key=lambda r: r[0]):
+        for e in res["edges"]:
+            edges.setdefault(e.rel, []).append(e)
+        for typ, cases in res["anomalies"].items():
+            anomalies.setdefault(typ, []).extend(cases)
+    del results
+    return {"edges": [merge(es) for es in edges.values()], "anomalies": anomalies}
+
+
+def _slices(h: History, bucket: np.ndarray, which, analyse_fn, kw: dict) -> list[tuple[int, dict]]:
+    """``analyse_fn`` on each slice ``p`` in ``which``, its cases' micro-op positions the history's."""
+    out = []
+    for p in which:
         sel = np.flatnonzero(bucket == p)
         if len(sel) == 0:
             continue
         sub = _slice(h, sel)
         res = analyse_fn(sub, **kw)
-        for e in res["edges"]:
-            edges.setdefault(e.rel, []).append(e)
-        for typ, cases in res["anomalies"].items():
-            anomalies.setdefault(typ, []).extend(_global_mops(typ, cases, sel))
-        del sub, res
+        res = {"edges": res["edges"],
+               "anomalies": {typ: _global_mops(typ, cases, sel) for typ, cases in res["anomalies"].items()}}
+        out.append((p, res))
+        del sub, sel
         trim()
-    return {"edges": [merge(es) for es in edges.values()], "anomalies": anomalies}
+    return out
 
 
 def _slice(h: History, sel: np.ndarray) -> History:
