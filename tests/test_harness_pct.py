@@ -121,6 +121,23 @@ def test_workers_and_a_cluster_cut_the_same_shards_and_agree_with_one_process():
         assert (s["explored"], s["pruned"], s["guarantee"]) == (one["explored"], one["pruned"], one["guarantee"]), how
 
 
+def test_a_race_below_the_top_bound_is_found_before_any_shard_with_one_process_count():
+    """Sharded, the bounds below K are searched once, whole: a race at K=1 is found there, and the
+    search reports what one process reports (no shard searches to its own first find)."""
+    docs = {}
+    for how in ([], ["--workers", "2"]):
+        out = io.StringIO()
+        rc = main(["certify", "--engine-module", "benchmarks.frontrun_programs.sqlite_counter:racy", "--exhaustive", "2",
+                   "--json", "-", *how], out=out, err=io.StringIO())
+        assert rc == 1
+        (v,) = json.loads(out.getvalue())["verdicts"]
+        assert v["verdict"] == "admits" and v["replayed"]
+        docs[" ".join(how) or "one process"] = v["search"]
+    one, two = docs["one process"], docs["--workers 2"]
+    assert one["explored"] == two["explored"] == 3 and "shards" not in two
+    assert one["guarantee"] == two["guarantee"] == "an anomaly with at most 1 preemption(s), after 3 interleavings"
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["--exhaustive", "2", "--workers", "0"], "--workers 0"),
     (["--workers", "2"], "--exhaustive"),

@@ -135,45 +135,92 @@ def _scenario_shard(name: str, spec: dict) -> dict:
 EXHAUSTIVE_SHARDS = 4
 
 
-def _exhaustive_shard(job: tuple[str, int, int], spec: dict) -> dict:
-    """A Dask worker's share of ``--cluster --exhaustive``: shard ``i`` of ``n`` of one scenario's tree.
-    The anomalous run travels back as its grants; the client re-executes it."""
+def _exhaustive_shard(job: tuple, spec: dict) -> dict:
+    """A worker's share of ``--workers``/``--cluster --exhaustive``: shard ``i`` of ``n`` of one
+    scenario's tree at the top bound, walking the lower bounds' ``record`` (job ``(name, i, n,
+    record, budget)``), or with ``n`` None the lower bounds whole, recorded (job ``(name, None,
+    None, None, budget)``). The anomalous run travels back as its grants; the client re-executes it."""
     from toki.engines.registry import load_engine
     from toki.harness.controller import Unverifiable
+    from toki.harness.explore import Memo
     from toki.harness.search import exhaustive_part
     from toki.harness.trial import TrialRunner
 
     from toki.errors import TokiError
 
-    name, i, n = job
-    budget = spec["budget"]
+    name, i, n, record, budget = job
+    below = n is None
+    shard = (0, 1) if below else (i, n)
     try:
         engine = load_engine(spec["engine"], spec["engine_module"])
         _server_for(engine, spec["dsn"])
         with TrialRunner(engine, name, step_limit_s=spec["step_limit"]) as runner:
-            part = exhaustive_part(runner, bound=spec["bound"], shard=(i, n), keep_going=spec["keep_going"],
-                                   budget=None if budget is None else -(-budget // n))
+            if below:
+                record = Memo()
+                part = exhaustive_part(runner, bound=spec["bound"] - 1, budget=budget, memo=record)
+                part["record"] = record
+            elif spec["keep_going"] or record is None:
+                part = exhaustive_part(runner, bound=spec["bound"], shard=shard, keep_going=spec["keep_going"],
+                                       budget=budget)
+            else:
+                part = exhaustive_part(runner, bound=spec["bound"], shard=shard, budget=budget, memo=record,
+                                       start=spec["bound"])
     except Unverifiable as e:
-        return {"shard": [i, n], "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
+        return {"shard": list(shard), "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
                 "unverifiable": _one_line(e)}
     except TokiError as e:  # bad input or a broken plug-in: the client says it in one line (exit 2)
-        return {"shard": [i, n], "failed": _one_line(e)}
+        return {"shard": list(shard), "failed": _one_line(e)}
     part.pop("found")
     return part
 
 
-def _in_processes(jobs: list, spec: dict, workers: int, on_result) -> list[dict]:
-    """``--workers N``: the shards in N fresh processes (spawned, not forked: the parent holds
-    threads and connections a fork would copy half-way), results in job order."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+def _sharded(names: list[str], spec: dict, n: int, run_jobs, bar, task) -> list[list[dict]]:
+    """Each scenario's parts of a sharded exhaustive search. Iterative bounding covers the bounds
+    below K once per scenario, whole (small, and a race there ends the search: the count is then
+    one process's); only bound K is cut into ``n`` shards, which walk the lower bounds' record
+    instead of executing those runs again. ``--keep-going`` and K=0 have one bound: shards only.
+    ``run_jobs(jobs)`` runs :func:`_exhaustive_shard` on each job, results in job order."""
+    bound, budget = spec["bound"], spec["budget"]
+
+    def share(left):
+        return None if left is None else max(1, -(-left // n))
+
+    if spec["keep_going"] or bound == 0:
+        bar.update(task, total=len(names) * n)
+        parts = run_jobs([(name, i, n, None, share(budget)) for name in names for i in range(n)])
+        return [parts[k * n:(k + 1) * n] for k in range(len(names))]
+    bar.update(task, total=len(names) * (n + 1))
+    below = run_jobs([(name, None, None, None, budget) for name in names])
+    jobs, whose = [], []
+    for k, (name, part) in enumerate(zip(names, below)):
+        done = part.get("failed") or part.get("unverifiable") or part["grants"] is not None or not part["complete"]
+        left = None if budget is None else budget - part["explored"]
+        if done or (left is not None and left < 1):
+            if not done:
+                part["complete"] = False  # the budget ran out at the lower bounds: the top one is not covered
+            bar.advance(task, n)
+            continue
+        record = part.pop("record")
+        jobs += [(name, i, n, record, share(left)) for i in range(n)]
+        whose += [k] * n
+    out = [[p] for p in below]
+    for k, part in zip(whose, run_jobs(jobs) if jobs else []):
+        out[k][0]["pruned"] = 0  # the top bound's tree holds the lower bounds': its prunings are the search's
+        out[k].append(part)
+    for parts in out:
+        parts[0].pop("record", None)
+    return out
+
+
+def _in_processes(pool, jobs: list, spec: dict, on_result) -> list[dict]:
+    """``--workers N``: the jobs in the pool's N fresh processes, results in job order."""
+    from concurrent.futures import as_completed
 
     out: list = [None] * len(jobs)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_exhaustive_shard, job, spec): i for i, job in enumerate(jobs)}
-        for fut in as_completed(futures):
-            out[futures[fut]] = fut.result()
-            on_result()
+    futures = {pool.submit(_exhaustive_shard, job, spec): i for i, job in enumerate(jobs)}
+    for fut in as_completed(futures):
+        out[futures[fut]] = fut.result()
+        on_result()
     return out
 
 
@@ -290,16 +337,16 @@ def run_engine(args, out) -> int:
             "png": str(Path(args.png).resolve()) if args.png else None,
             "svg": str(Path(args.svg).resolve()) if args.svg else None}
 
-    def merged(parts: list[dict], n: int) -> list[dict]:
-        failed = next((p["failed"] for p in parts if p.get("failed")), None)
+    def merged(per_scenario: list[list[dict]]) -> list[dict]:
+        failed = next((p["failed"] for parts in per_scenario for p in parts if p.get("failed")), None)
         if failed is not None:
             from toki.errors import TokiError
 
             raise TokiError(failed)
         return [certify_scenario(engine, name, budget=budget, seed=args.seed, step_limit=args.step_limit,
                                  witness=args.witness, png=args.png, svg=args.svg, mode=mode, bound=bound,
-                                 searched=_merged_search(parts[k * n:(k + 1) * n], bound))
-                for k, name in enumerate(names)]
+                                 searched=_merged_search(parts, bound))
+                for name, parts in zip(names, per_scenario)]
 
     if getattr(args, "cluster", None):
         # One shard per scenario, searched from the same seed wherever it runs; an exhaustive
@@ -309,22 +356,27 @@ def run_engine(args, out) -> int:
         with Cluster(args.cluster) as cl, progress() as bar:
             if mode == "exhaustive":
                 n = max(EXHAUSTIVE_SHARDS, cl.workers)
-                jobs = [(name, i, n) for name in names for i in range(n)]
-                task = bar.add_task(f"{engine.name} on {args.cluster}, {n} shards per scenario", total=len(jobs))
-                parts = cl.map(_exhaustive_shard, jobs, spec, on_result=lambda i, r: bar.advance(task))
+                task = bar.add_task(f"{engine.name} on {args.cluster}, {n} shards per scenario", total=None)
+                parts = _sharded(names, spec, n, lambda jobs: cl.map(_exhaustive_shard, jobs, spec, on_result=lambda i,
+                                 r: bar.advance(task)), bar, task)
             else:
                 task = bar.add_task(f"{engine.name} on {args.cluster}", total=len(names))
                 verdicts = cl.map(_scenario_shard, names, spec, on_result=lambda i, r: bar.advance(task))
             cluster_info = cl.describe()
         if mode == "exhaustive":
-            verdicts = merged(parts, n)
+            verdicts = merged(parts)
     elif workers is not None and workers > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         n = max(EXHAUSTIVE_SHARDS, workers)
-        jobs = [(name, i, n) for name in names for i in range(n)]
-        with progress() as bar:
-            task = bar.add_task(f"{engine.name}, {n} shards per scenario in {workers} processes", total=len(jobs))
-            parts = _in_processes(jobs, spec, workers, on_result=lambda: bar.advance(task))
-        verdicts = merged(parts, n)
+        # spawned, not forked: this process holds threads and connections a fork would copy half-way
+        with progress() as bar, ProcessPoolExecutor(max_workers=workers,
+                                                    mp_context=multiprocessing.get_context("spawn")) as pool:
+            task = bar.add_task(f"{engine.name}, {n} shards per scenario in {workers} processes", total=None)
+            parts = _sharded(names, spec, n, lambda jobs: _in_processes(pool, jobs, spec,
+                                                                        on_result=lambda: bar.advance(task)), bar, task)
+        verdicts = merged(parts)
     else:
         verdicts = []
         for name in names:

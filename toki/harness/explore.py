@@ -348,8 +348,21 @@ class Memo:
         self.root: dict = {}
         self.runs = 0
         self.recording = True  # off for the last bound: no later bound walks its runs
+        self._logs: list[list[tuple]] = []
+
+    # A record travels to the processes that search the next bound's shards as its runs' decision
+    # lists: the tree itself nests two dicts per decision, deeper than pickle's recursion allows
+    # for a long run.
+    def __getstate__(self) -> dict:
+        return {"logs": self._logs}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
+        for log in state["logs"]:
+            self.add(log)
 
     def add(self, log: list[tuple]) -> None:
+        self._logs.append(log)
         node = self.root
         for victim, eligible, last, steps, choice in log:
             seen = node.get("saw")

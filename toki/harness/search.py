@@ -177,12 +177,14 @@ def certify_search(runner: TrialRunner, *, mode: str = "random", bound: int | No
 
 def exhaustive_part(runner: TrialRunner, *, bound: int, budget: int | None = None,
                     on_trial: Callable[[int, bool], None] | None = None, shard: tuple[int, int] = (0, 1),
-                    keep_going: bool = False) -> dict:
+                    keep_going: bool = False, memo=None, start: int = 0) -> dict:
     """Shard ``shard`` of an exhaustive search to ``bound`` preemptions, by iterative context
     bounding (CHESS): K = 0, 1, ... so that a race is found with the fewest preemptions, and a
     bound with no anomaly is covered completely before the next. A bound walks the lower
     bounds' runs from a record instead of executing them again, and counts only its own
-    (exactly K preemptions), so ``explored`` counts distinct interleavings. ``keep_going`` instead covers
+    (exactly K preemptions), so ``explored`` counts distinct interleavings. A sharded search
+    runs the bounds below K once, whole (``memo`` given: every bound's runs are recorded in it),
+    and hands the record to the shards of bound K (``start=K``), which walk it. ``keep_going`` instead covers
     the bound in one pass past every anomaly, counting them (the witness is the anomalous run
     with the fewest switches). ``budget`` caps this shard's runs. The part as
     :func:`exhaustive_verdict` merges it, with the anomalous run as ``found``."""
@@ -190,9 +192,10 @@ def exhaustive_part(runner: TrialRunner, *, bound: int, budget: int | None = Non
 
     explored = pruned = 0
     res, k = None, 0
-    memo = Memo()
-    for k in ([bound] if keep_going else range(bound + 1)):
-        memo.recording = k < bound
+    record_all = memo is not None
+    memo = Memo() if memo is None else memo
+    for k in ([bound] if keep_going else range(start, bound + 1)):
+        memo.recording = record_all or k < bound
         res = explore(runner, bound=k, max_runs=None if budget is None else max(1, budget - explored),
                       on_run=None if on_trial is None else (lambda n, hit, base=explored: on_trial(base + n, hit)),
                       shard=shard, stop_at_first=not keep_going, memo=memo, count_below=keep_going)
@@ -237,8 +240,9 @@ def exhaustive_verdict(bound: int, parts: list[dict]) -> dict:
            "guarantee": guarantee}
     if going_on:
         doc["anomalous"] = sum(p["anomalous"] for p in parts)
-    if len(parts) > 1:
-        doc["shards"] = len(parts)
+    shards = max(p["shard"][1] for p in parts)
+    if shards > 1:
+        doc["shards"] = shards
     return doc
 
 
