@@ -177,9 +177,10 @@ def test_keep_going_without_an_exhaustive_search_is_bad_input():
     assert "--exhaustive" in err.getvalue()
 
 
-def test_a_plugin_that_fails_in_a_worker_process_is_one_line_of_bad_input():
+@pytest.mark.parametrize("budget", [[], ["--budget", "5"]])
+def test_a_plugin_that_fails_in_a_worker_process_is_one_line_of_bad_input(budget):
     err = io.StringIO()
-    rc = main(["certify", "--engine-module", "tests.plugins.broken:state_raises", "--exhaustive", "1", "--workers", "2"],
-              out=io.StringIO(), err=err)
+    rc = main(["certify", "--engine-module", "tests.plugins.broken:state_raises", "--exhaustive", "1", "--workers", "2",
+               *budget], out=io.StringIO(), err=err)
     lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
     assert rc == 2 and len(lines) == 1 and "state() raised" in lines[0] and "Traceback" not in err.getvalue()

@@ -194,7 +194,7 @@ def _sharded(names: list[str], spec: dict, n: int, run_jobs, bar, task) -> list[
     jobs, whose = [], []
     for k, (name, part) in enumerate(zip(names, below)):
         done = part.get("failed") or part.get("unverifiable") or part["grants"] is not None or not part["complete"]
-        left = None if budget is None else budget - part["explored"]
+        left = None if budget is None or done else budget - part["explored"]
         if done or (left is not None and left < 1):
             if not done:
                 part["complete"] = False  # the budget ran out at the lower bounds: the top one is not covered
