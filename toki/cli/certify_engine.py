@@ -137,9 +137,10 @@ EXHAUSTIVE_SHARDS = 4
 
 def _exhaustive_shard(job: tuple, spec: dict) -> dict:
     """A worker's share of ``--workers``/``--cluster --exhaustive``: shard ``i`` of ``n`` of one
-    scenario's tree at the top bound, walking the lower bounds' ``record`` (job ``(name, i, n,
-    record, budget)``), or with ``n`` None the lower bounds whole, recorded (job ``(name, None,
-    None, None, budget)``). The anomalous run travels back as its grants; the client re-executes it."""
+    scenario's tree at the top bound, walking the lower bounds' ``record`` and judging by their
+    worker's serial outcomes (job ``(name, i, n, record, budget, serial)``), or with ``n`` None the
+    lower bounds whole, recorded (job ``(name, None, None, None, budget, None)``). The anomalous
+    run travels back as its grants; the client re-executes it."""
     from toki.engines.registry import load_engine
     from toki.harness.controller import Unverifiable
     from toki.harness.explore import Memo
@@ -148,17 +149,19 @@ def _exhaustive_shard(job: tuple, spec: dict) -> dict:
 
     from toki.errors import TokiError
 
-    name, i, n, record, budget = job
+    name, i, n, record, budget, serial = job
     below = n is None
     shard = (0, 1) if below else (i, n)
     try:
         engine = load_engine(spec["engine"], spec["engine_module"])
         _server_for(engine, spec["dsn"])
         with TrialRunner(engine, name, step_limit_s=spec["step_limit"]) as runner:
+            if serial is not None:
+                runner.adopt_serial_outcomes(serial)
             if below:
                 record = Memo()
                 part = exhaustive_part(runner, bound=spec["bound"] - 1, budget=budget, memo=record)
-                part["record"] = record
+                part["record"], part["serial"] = record, runner.serial_outcomes()
             elif spec["keep_going"] or record is None:
                 part = exhaustive_part(runner, bound=spec["bound"], shard=shard, keep_going=spec["keep_going"],
                                        budget=budget)
@@ -187,10 +190,10 @@ def _sharded(names: list[str], spec: dict, n: int, run_jobs, bar, task) -> list[
 
     if spec["keep_going"] or bound == 0:
         bar.update(task, total=len(names) * n)
-        parts = run_jobs([(name, i, n, None, share(budget)) for name in names for i in range(n)])
+        parts = run_jobs([(name, i, n, None, share(budget), None) for name in names for i in range(n)])
         return [parts[k * n:(k + 1) * n] for k in range(len(names))]
     bar.update(task, total=len(names) * (n + 1))
-    below = run_jobs([(name, None, None, None, budget) for name in names])
+    below = run_jobs([(name, None, None, None, budget, None) for name in names])
     jobs, whose = [], []
     for k, (name, part) in enumerate(zip(names, below)):
         done = part.get("failed") or part.get("unverifiable") or part["grants"] is not None or not part["complete"]
@@ -200,8 +203,8 @@ def _sharded(names: list[str], spec: dict, n: int, run_jobs, bar, task) -> list[
                 part["complete"] = False  # the budget ran out at the lower bounds: the top one is not covered
             bar.advance(task, n)
             continue
-        record = part.pop("record")
-        jobs += [(name, i, n, record, share(left)) for i in range(n)]
+        record, serial = part.pop("record"), part.pop("serial")
+        jobs += [(name, i, n, record, share(left), serial) for i in range(n)]
         whose += [k] * n
     out = [[p] for p in below]
     for k, part in zip(whose, run_jobs(jobs) if jobs else []):
@@ -209,6 +212,7 @@ def _sharded(names: list[str], spec: dict, n: int, run_jobs, bar, task) -> list[
         out[k].append(part)
     for parts in out:
         parts[0].pop("record", None)
+        parts[0].pop("serial", None)
     return out
 
 

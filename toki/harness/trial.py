@@ -327,6 +327,12 @@ class TrialRunner:
             self.serial_errors = {a: e for o in states for a, e in o.errors.items()}
         return self._serial
 
+    def adopt_serial_outcomes(self, outcomes: dict[str, list[str]]) -> None:
+        """Judge against the serial outcomes another runner of the same engine and scenario
+        computed and self-checked (a sharded search's shards: the worker that searched the lower
+        bounds ran the serial orders once for all of them)."""
+        self._serial = {k: list(v) for k, v in outcomes.items()}
+
     def by_design(self, out: Outcome) -> list[str]:
         """Findings of the scenario's ``always`` detectors (properties of the design) on an outcome."""
         found = []
