@@ -184,9 +184,9 @@ def exhaustive_part(runner: TrialRunner, *, bound: int, budget: int | None = Non
     bounds' runs from a record instead of executing them again, and counts only its own
     (exactly K preemptions), so ``explored`` counts distinct interleavings. A sharded search
     runs the bounds below K once, whole (``memo`` given: every bound's runs are recorded in it),
-    and hands the record to the shards of bound K (``start=K``), which walk it. ``keep_going`` instead covers
-    the bound in one pass past every anomaly, counting them (the witness is the anomalous run
-    with the fewest switches). ``budget`` caps this shard's runs. The part as
+    and hands the record to the shards of bound K (``start=K``), which walk it. ``keep_going``
+    instead covers the bound in one pass past every anomaly, counting them (the witness is the
+    anomalous run with the fewest switches). ``budget`` caps this shard's runs. The part as
     :func:`exhaustive_verdict` merges it, with the anomalous run as ``found``."""
     from toki.harness.explore import Memo, explore
 
