@@ -22,8 +22,8 @@ scanner's, and inference's for histories of 10^6 micro-ops or more), the peak RS
 of them, and the helpers' own peak (their inherited pages included) is shown beside it. Since a
 forked helper shares the History's pages with the check, the sum of the two peaks counts those
 pages twice; the memory the check and its helpers use together is measured as their summed
-proportional set size (PSS, /proc/PID/smaps_rollup), sampled every 0.2 s: "PSS" in the output. The machine's 1-minute load average
-is recorded with each run, since the cores may be shared. This is a script, not a test: it
+proportional set size (PSS, /proc/PID/smaps_rollup), sampled every 0.2 s: "PSS" in the output.
+The machine's 1-minute load average is recorded with each run, since the cores may be shared. This is a script, not a test: it
 asserts nothing about speed.
 
     .venv/bin/python benchmarks/bench_check.py                          # list-append, all layouts

@@ -127,8 +127,8 @@ def test_a_race_below_the_top_bound_is_found_before_any_shard_with_one_process_c
     docs = {}
     for how in ([], ["--workers", "2"]):
         out = io.StringIO()
-        rc = main(["certify", "--engine-module", "benchmarks.frontrun_programs.sqlite_counter:racy", "--exhaustive", "2",
-                   "--json", "-", *how], out=out, err=io.StringIO())
+        rc = main(["certify", "--engine-module", "benchmarks.frontrun_programs.sqlite_counter:racy",
+                   "--exhaustive", "2", "--json", "-", *how], out=out, err=io.StringIO())
         assert rc == 1
         (v,) = json.loads(out.getvalue())["verdicts"]
         assert v["verdict"] == "admits" and v["replayed"]
