@@ -346,7 +346,6 @@ class Memo:
 
     def __init__(self):
         self.root: dict = {}
-        self.runs = 0
         self.recording = True  # off for the last bound: no later bound walks its runs
         self._logs: list[list[tuple]] = []
 
@@ -373,13 +372,13 @@ class Memo:
                                    "gave a different run", fix=_NONDETERMINISTIC)
             node = node.setdefault("next", {}).setdefault(choice, {})
         node["end"] = True
-        self.runs += 1
 
     def replay(self, chooser: "ExploringChooser") -> bool:
         """Make ``chooser``'s decisions from the record, as a run would; False (the tree as it was)
         when the run leaves the record and must be executed."""
         tree = chooser.tree
-        saved = len(tree.path), [len(n.done) for n in tree.path], tree.pruned, tree.counting, tree.parts
+        # deciding only follows the path's nodes and appends new ones (counting their prunings)
+        depth, pruned = len(tree.path), tree.pruned
         node = self.root
         while not node.get("end"):
             seen = node.get("saw")
@@ -392,10 +391,8 @@ class Memo:
                 break
         else:
             return True
-        n, done, tree.pruned, tree.counting, tree.parts = saved
-        del tree.path[n:]
-        for kept, length in zip(tree.path, done):
-            del kept.done[length:]
+        del tree.path[depth:]
+        tree.pruned = pruned
         chooser.pos, chooser.ended, chooser.preemptions, chooser.log = 0, False, 0, []
         return False
 
