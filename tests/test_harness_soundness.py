@@ -617,3 +617,25 @@ def test_agents_that_only_take_locks_around_memory_are_unverifiable_not_certifie
     with TrialRunner(_MemoryCounter(guard), "increment") as tr, \
             pytest.raises(Unverifiable, match="only took locks or waited"):
         explore(tr, bound=2)
+
+
+@pytest.mark.parametrize("shrink", [False, True])
+def test_the_run_a_search_reports_is_one_it_judged_and_counted(shrink):
+    """Running a found tape once more is a new run, which an engine with a timing-dependent path
+    need not repeat (LangMem's double-supersede, once, under CI load): the reported run is the
+    judged one, and every executed run is counted."""
+    from toki.engines.registry import load_engine
+
+    with TrialRunner(load_engine(None, "tests.toy_engine:counter"), "increment") as runner:
+        runner.serial_outcomes()
+        judged, trial = [], runner.trial
+
+        def counted(chooser):
+            judged.append(trial(chooser))
+            return judged[-1]
+
+        runner.trial = counted
+        res = search(runner, budget=30, seed=0, shrink=shrink)
+    assert res.found is not None and "lost-update" in res.found.anomalies[0]
+    assert len(judged) == res.tried + res.shrinks
+    assert any(res.found is r for r in judged)
