@@ -1,0 +1,124 @@
+"""The compiled scanner (toki.check.jitscan) against the vectorised one (toki.check.jsonscan): the
+same columns, dtype for dtype, wherever the compiled one takes a slice, and every slice it does
+not take handed back, never accepted or refused on its own."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toki.check import jitscan, jsonscan
+from toki.check.gen import generate, write_json
+
+pytestmark = pytest.mark.skipif(not jitscan.available(), reason="numba is not installed or cannot compile here")
+
+
+def scan(text: bytes, jit: bool, monkeypatch, **kw):
+    monkeypatch.setattr(jitscan, "MIN_BYTES", 0 if jit else 1 << 62)
+    return jsonscan.scan(text, **kw)
+
+
+def assert_same(a, b) -> None:
+    assert (a is None) == (b is None), "one scanner took the history, the other did not"
+    if a is None:
+        return
+    for f in dataclasses.fields(jsonscan.Scanned):
+        if f.name == "helper_max_rss_kb":
+            continue
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), f.name
+        else:
+            assert x == y, f.name
+
+
+def ops_of(seed, txns=300, db="read-committed", workload="list-append"):
+    return list(generate(workload=workload, txns=txns, keys=4, db=db, seed=seed, concurrency=6))
+
+
+def layouts(ops) -> dict[str, bytes]:
+    f = io.StringIO()
+    write_json(iter(ops), f)
+    return {"lines": f.getvalue().encode(), "compact": orjson.dumps(ops),
+            "jsonl": b"\n".join(orjson.dumps(o) for o in ops) + b"\n",
+            "pretty": json.dumps(ops, indent=2).encode(), "spaced": json.dumps(ops).encode(),
+            "crlf": b"\r\n".join(orjson.dumps(o) for o in ops)}
+
+
+def test_the_kernel_compiles_and_takes_the_common_shape(monkeypatch):
+    text = layouts(ops_of(1))["compact"]
+    calls = []
+    real = jitscan.chunk
+    monkeypatch.setattr(jitscan, "chunk", lambda *a: calls.append(r := real(*a)) or r)
+    sc = scan(text, True, monkeypatch, threads=1)
+    assert sc is not None and calls and all(isinstance(r, tuple) for r in calls)  # no slice handed back
+
+
+@pytest.mark.parametrize("layout", ["lines", "compact", "jsonl", "pretty", "spaced", "crlf"])
+@pytest.mark.parametrize("workload", ["list-append", "rw-register"])
+def test_every_layout_and_slice_size_gives_the_vectorised_columns(layout, workload, monkeypatch):
+    text = layouts(ops_of(2, workload=workload))[layout]
+    for chunk in (64, 300, 4096, 1 << 19):  # (the narrowed dtypes depend on where slices are cut)
+        want = scan(text, False, monkeypatch, chunk_bytes=chunk, threads=1)
+        assert want is not None
+        for threads, fork in ((1, None), (3, True), (2, False)):
+            assert_same(scan(text, True, monkeypatch, chunk_bytes=chunk, threads=threads, fork=fork), want)
+
+
+EDITS = {
+    "nemesis op": lambda ops: ops[:3] + [{"type": "info", "process": "nemesis", "f": "kill", "value": ["n1"]}] + ops[3:],
+    "unknown key": lambda ops: [{**o, "node": "n1"} if i == 7 else o for i, o in enumerate(ops)],
+    "index in some ops only": lambda ops: [{k: v for k, v in o.items() if k != "index" or i % 5} for i, o in enumerate(ops)],
+    "no index": lambda ops: [{k: v for k, v in o.items() if k != "index"} for o in ops],
+    "no time": lambda ops: [{k: v for k, v in o.items() if k != "time"} for o in ops],
+    "null time": lambda ops: [{**o, "time": None} if i % 3 == 0 else o for i, o in enumerate(ops)],
+    "negative time": lambda ops: [{**o, "time": -o["time"] - 1} for o in ops],
+    "no f": lambda ops: [{k: v for k, v in o.items() if k != "f"} for o in ops],
+    "other f": lambda ops: [{**o, "f": "read"} if i == 9 else o for i, o in enumerate(ops)],
+    "null value": lambda ops: [{**o, "value": None} if i % 4 == 0 else o for i, o in enumerate(ops)],
+    "empty value": lambda ops: [{**o, "value": []} if i % 4 == 0 else o for i, o in enumerate(ops)],
+    "number value": lambda ops: [{**o, "value": 5} if i == 11 else o for i, o in enumerate(ops)],
+    "keys reordered": lambda ops: [dict(reversed(list(o.items()))) for o in ops],
+    "18 digits": lambda ops: [{**o, "time": 10 ** 17 + i} for i, o in enumerate(ops)],
+    "19 digits": lambda ops: [{**o, "time": 10 ** 18} if i == 5 else o for i, o in enumerate(ops)],
+    "float": lambda ops: [{**o, "time": 1.5} if i == 5 else o for i, o in enumerate(ops)],
+    "string process": lambda ops: [{**o, "process": "p1"} if i == 6 else o for i, o in enumerate(ops)],
+    "unknown type": lambda ops: [{**o, "type": "done"} if i == 6 else o for i, o in enumerate(ops)],
+    "long micro-op": lambda ops: [{**o, "value": [m + [1] for m in o["value"]]} if i == 8 else o
+                                  for i, o in enumerate(ops)],
+    "empty read": lambda ops: [{**o, "value": [[f, k, [] if f == "r" else v] for f, k, v in o["value"]]}
+                               for o in ops],
+}
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+@pytest.mark.parametrize("layout", ["compact", "jsonl", "pretty"])
+def test_edited_histories_are_taken_or_handed_back_alike(edit, layout, monkeypatch):
+    text = layouts(EDITS[edit](ops_of(3, txns=60)))[layout]
+    for chunk in (100, 1 << 19):
+        want = scan(text, False, monkeypatch, chunk_bytes=chunk, threads=1)
+        assert_same(scan(text, True, monkeypatch, chunk_bytes=chunk, threads=1), want)
+
+
+SMALL = orjson.dumps(ops_of(7, txns=12))
+SMALL_LINES = layouts(ops_of(7, txns=12))["jsonl"]
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from([SMALL, SMALL_LINES]), st.integers(0, len(SMALL) - 1),
+       st.sampled_from(list(b'[]{},:" -0123456789nulltrefasx\n\r\t\\')), st.sampled_from(["replace", "insert", "delete"]),
+       st.sampled_from([48, 200, 1 << 19]))
+def test_mutated_bytes_are_taken_or_handed_back_alike(text, i, byte, how, chunk):
+    i = min(i, len(text) - 1)
+    t = {"replace": text[:i] + bytes([byte]) + text[i + 1:], "insert": text[:i] + bytes([byte]) + text[i:],
+         "delete": text[:i] + text[i + 1:]}[how]
+    with pytest.MonkeyPatch.context() as mp:
+        want = scan(t, False, mp, threads=1, chunk_bytes=chunk)
+        assert_same(scan(t, True, mp, threads=1, chunk_bytes=chunk), want)
