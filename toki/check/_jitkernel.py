@@ -49,7 +49,7 @@ def _end(b, i, n):
     return _SHORT if i >= n else _FAIL
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _word(b, i, n, lit):
     """A string at i (b[i] == '"'): (the position after it, its bytes as one little-endian word
     with the length in the top byte, 0 for strings longer than 7)."""
@@ -69,7 +69,7 @@ def _word(b, i, n, lit):
     return j + 1, w | (np.uint64(ln) << np.uint64(56))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _int(b, i, n, lit):
     """An integer -?(0|[1-9][0-9]*) of at most 18 digits at i: (the position after it, value)."""
     neg = b[i] == _MINUS

@@ -300,16 +300,23 @@ def _scan(src, chunk_bytes: int, threads: int | None, fork: bool | None = None, 
     parts = [p for r in results for p in r]
     if not parts:
         raise Unsupported("no ops")
-    if len({p["has_index"] for p in parts}) != 1:
-        raise Unsupported("index in some ops only")
-    n_ops = int(sum(p["n"] for p in parts))
-    cat = {}
-    for k in [k for k in parts[0] if k not in ("n", "has_index")]:
-        cat[k] = np.concatenate([p.pop(k) for p in parts])  # free each slice's column as it is copied
+    cat = _merge(parts)
+    n_ops, has_index = cat.pop("n"), cat.pop("has_index")
     m_off = np.zeros(n_ops + 1, np.int64)
     np.cumsum(cat.pop("m_count"), out=m_off[1:])
-    return Scanned(n_ops=n_ops, has_index=bool(parts[0]["has_index"]), m_off=m_off, helper_max_rss_kb=helper_rss,
-                   **cat)
+    return Scanned(n_ops=n_ops, has_index=bool(has_index), m_off=m_off, helper_max_rss_kb=helper_rss, **cat)
+
+
+def _merge(parts: list[dict]) -> dict:
+    """The slices' columns as one part. A piece merges its own slices where it ran (in a forked
+    child, in parallel, and it then sends a few large buffers instead of thousands of small ones);
+    the pieces are merged at the end. Concatenation's dtype does not depend on the grouping."""
+    if len({p["has_index"] for p in parts}) != 1:
+        raise Unsupported("index in some ops only")
+    cat = {"n": int(sum(p["n"] for p in parts)), "has_index": parts[0]["has_index"]}
+    for k in [k for k in parts[0] if k not in ("n", "has_index")]:
+        cat[k] = np.concatenate([p.pop(k) for p in parts])  # free each slice's column as it is copied
+    return cat
 
 
 def _can_fork() -> bool:
@@ -397,7 +404,7 @@ def _scan_span(src, s: int, end: int, first: bool, last: bool, mode: dict, chunk
         s += used
         d0, prev = mode["opd"] - 1, RBRACE
         ch = chunk_bytes
-    return parts
+    return [_merge(parts)] if parts else []
 
 
 def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
