@@ -531,6 +531,17 @@ def _stable_order(P: np.ndarray) -> np.ndarray:
     return np.argsort(P, kind="stable")
 
 
+def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(values, return_inverse=True), by counting when values span fewer than 2^16
+    (processes do: a handful to a few thousand), else by sorting."""
+    if len(values) and int(values.max()) - int(values.min()) < 1 << 16:
+        lo = values.min()
+        seen = np.bincount(values - lo) > 0
+        code = np.cumsum(seen) - 1
+        return np.flatnonzero(seen) + lo, code[values - lo]
+    return np.unique(values, return_inverse=True)
+
+
 def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.ndarray, proc_of) -> dict:
     """Pair each client completion with its process's preceding invocation.
 
@@ -552,17 +563,22 @@ def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.
         return _transactions_overlapping(index, tcode, cpos, P)
     comp = ~is_inv
     paired = comp & same_prev & prev_inv
-    inv_of = np.full(len(sp), -1, np.int64)
-    inv_of[1:][paired[1:]] = spos[:-1][paired[1:]]
     next_same = np.zeros(len(sp), bool)
     next_same[:-1] = same_prev[1:]
     dangling = is_inv & ~(next_same & np.r_[~is_inv[1:], False])
-    tpos = np.concatenate([spos[comp], spos[dangling]])
-    tinv = np.concatenate([inv_of[comp], spos[dangling]])
-    ttype = np.concatenate([st[comp], np.full(int(dangling.sum()), INFO, np.int8)])
-    o2 = np.argsort(tpos, kind="stable")
-    tpos, tinv, ttype = tpos[o2], tinv[o2], ttype[o2]
-    uniq, pcodes = np.unique(P[np.searchsorted(cpos, tpos)], return_inverse=True)
+    # back to history order by scattering through the permutation (linear), not by sorting the
+    # transactions' positions again (10^7 of them: a second sort of a second)
+    inv_of = np.where(dangling, spos, -1)
+    inv_of[1:][paired[1:]] = spos[:-1][paired[1:]]
+    is_tx = np.empty(len(sp), bool)
+    is_tx[order] = comp | dangling
+    t_inv = np.empty(len(sp), np.int64)
+    t_inv[order] = inv_of
+    del inv_of, same_prev, prev_inv, next_same, sp, st, spos
+    tpos, tinv = cpos[is_tx], t_inv[is_tx]
+    tt = Ty[is_tx]
+    ttype = np.where(tt == INVOKE, INFO, tt).astype(np.int8)  # an invocation as a transaction never completed
+    uniq, pcodes = _dense_codes(P[is_tx])
     return {"tpos": tpos, "ttype": ttype, "t_index": index[tpos],
             "t_invoke": np.where(tinv >= 0, index[np.maximum(tinv, 0)], -1),
             "pcodes": pcodes.astype(np.int64), "processes": [int(x) for x in uniq], "pgroup": None}
