@@ -81,22 +81,27 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
     ord_bits = _ord_bits(reportable)
 
     from toki.check import partition
+    order_sets: list[G.EdgeSet] = []
+
+    def order_edges() -> None:  # not per key: computed here while a forked child infers its keys
+        if ord_bits & G.PROCESS:
+            order_sets.append(process_edges(h))
+        if ord_bits & G.REALTIME:
+            order_sets.append(realtime_edge_set(h))
+
     if workload == "predicate":
         res = predicate.analyse(h, wfr_keys=wfr_keys, sequential_keys=sequential_keys,
                                 linearizable_keys=linearizable_keys)
+        order_edges()
     elif workload == "list-append":
         from toki.check import list_append
-        res = partition.analyse(h, list_append.analyse)
+        res = partition.analyse(h, list_append.analyse, meanwhile=order_edges)
     else:
         from toki.check import rw_register
         res = partition.analyse(h, rw_register.analyse, wfr_keys=wfr_keys, sequential_keys=sequential_keys,
-                                linearizable_keys=linearizable_keys)
+                                linearizable_keys=linearizable_keys, meanwhile=order_edges)
     found: dict[str, list] = dict(res["anomalies"])
-    edge_sets: list[G.EdgeSet] = list(res["edges"])
-    if ord_bits & G.PROCESS:
-        edge_sets.append(process_edges(h))
-    if ord_bits & G.REALTIME:
-        edge_sets.append(realtime_edge_set(h))
+    edge_sets: list[G.EdgeSet] = list(res["edges"]) + order_sets
     t_infer = time.perf_counter()
     n_edges = sum(len(e.src) for e in edge_sets)
     if n_edges == 0:

@@ -247,12 +247,27 @@ class _Bytes:
 
 
 class _File:
+    #: how far ahead of a read the kernel is asked to fetch the file. Two pieces read apart at
+    #: 512 KB a time defeat the kernel's own readahead: a 3.3 GB history not in the page cache
+    #: took 27 s to scan, against 12 s cached (cat reads it cold in 4 s)
+    AHEAD = 32 << 20
+
     def __init__(self, fd: int):
         import os
 
         self.fd, self.size, self._pread = fd, os.fstat(fd).st_size, os.pread
+        self._advise = getattr(os, "posix_fadvise", None)
+        self._advised = -1  # (per process: a forked child keeps its own)
 
     def read(self, a: int, b: int) -> bytes:
+        if self._advise is not None and b + self.AHEAD // 2 > self._advised:
+            try:
+                import os
+
+                self._advise(self.fd, b, self.AHEAD, os.POSIX_FADV_WILLNEED)
+            except OSError:
+                self._advise = None
+            self._advised = b + self.AHEAD
         out = self._pread(self.fd, b - a, a)
         if len(out) != b - a:
             raise Unsupported("the file changed while it was read")

@@ -29,20 +29,26 @@ FORK_MOPS = 1_000_000
 _MOP_FIELDS = ("mop", "read_mop")
 
 
-def analyse(h: History, analyse_fn, *, slice_mops: int = SLICE_MOPS, fork: bool | None = None, **kw) -> dict:
+def analyse(h: History, analyse_fn, *, slice_mops: int = SLICE_MOPS, fork: bool | None = None,
+            meanwhile=None, **kw) -> dict:
     """``analyse_fn(h, **kw)`` on the whole history, or on slices of its keys when it is large,
     with the slices' edges and anomaly cases merged (in slice order, whoever computed them).
 
     The slices are independent, so where forking is safe a child takes every other slice while
     this process takes the rest (``fork=False``: all here). The child reads the History through
-    the pages it shares with this process and sends back only its slices' edges and cases."""
+    the pages it shares with this process and sends back only its slices' edges and cases.
+    ``meanwhile()``, if given, runs here once, while the child works (or after the slices when
+    there is none): other work over the History that is not per key."""
     M = len(h.m_txn)
     parts = -(-M // slice_mops) if slice_mops > 0 else 1
     can_fork = fork is not False and forked.available()
     if parts == 1 and can_fork and M >= FORK_MOPS:
         parts = 2
     if parts <= 1:
-        return analyse_fn(h, **kw)
+        res = analyse_fn(h, **kw)
+        if meanwhile is not None:
+            meanwhile()
+        return res
     bucket = h.m_key % parts  # keys may be any integers; codes of interned keys are 0..n-1
     kid = None
     if can_fork:
@@ -52,6 +58,8 @@ def analyse(h: History, analyse_fn, *, slice_mops: int = SLICE_MOPS, fork: bool 
         mine = range(parts)
     try:
         results = _slices(h, bucket, mine, analyse_fn, kw)
+        if meanwhile is not None:
+            meanwhile()
         if kid is not None:
             try:
                 results += kid.result()
