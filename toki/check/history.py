@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from toki.check.runs import gather, ranges
 from toki.errors import HistoryError
 
 OK, INFO, FAIL, INVOKE = 0, 1, 2, 3
@@ -701,12 +702,6 @@ class Times:
         return list(self) == list(other)
 
 
-def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """Concatenation of arange(s, s + l) for each (s, l)."""
-    ends = np.cumsum(lens)
-    return np.repeat(starts - ends + lens, lens) + np.arange(int(ends[-1]) if len(ends) else 0)
-
-
 def parse_scanned(sc, workload: str) -> History | None:
     """A History from :func:`toki.check.jsonscan.scan` columns, or None where the general parser
     must decide (it then accepts the same history, or names the bad op)."""
@@ -727,7 +722,7 @@ def parse_scanned(sc, workload: str) -> History | None:
     del tt, ht
     sc.time = sc.has_time = sc.vkind = None
     lens = sc.m_off[tpos + 1] - sc.m_off[tpos]
-    mi = _ranges(sc.m_off[tpos], lens)
+    mi = ranges(sc.m_off[tpos], lens)
     sc.m_off = None
     m_f = sc.m_f[mi]
     if len(m_f) and not np.isin(m_f, _ALLOWED[workload]).all():
@@ -749,7 +744,7 @@ def parse_scanned(sc, workload: str) -> History | None:
         else:
             e_off = np.zeros(len(sc.m_len) + 1, np.int64)
             np.cumsum(sc.m_len, out=e_off[1:])
-            elems = sc.elem[_ranges(e_off[rm], rl)]
+            elems = gather(sc.elem, e_off[rm], rl)
             del e_off
         del rm
         wv = sc.m_val[mi[~is_read]].astype(np.int64)

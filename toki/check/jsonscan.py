@@ -408,6 +408,8 @@ def _scan_span(src, s: int, end: int, first: bool, last: bool, mode: dict, chunk
             r = _chunk(buf, final, mode, d0, prev)
         elif r is False:
             r = None
+        else:
+            r = _owned(r[0]), r[1]
         if r is None:  # no op closes in this slice: take a bigger one
             if s + len(buf) == end:
                 raise Unsupported("a piece does not end with an op")
@@ -636,6 +638,20 @@ def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
 
 
 _INT_TYPES = tuple((t, np.iinfo(t).min, np.iinfo(t).max) for t in (np.int8, np.int16, np.int32))
+
+
+_NARROW = ("index", "process", "time", "m_count", "m_key", "m_val", "m_len", "elem")
+
+
+def _owned(part: dict) -> dict:
+    """The compiled scanner's columns narrowed as :func:`_chunk` narrows its own, and always
+    copies: a view would keep the kernel's whole buffers alive until the slices are merged."""
+    for k, a in part.items():
+        if isinstance(a, np.ndarray):
+            c = compact(a) if k in _NARROW else a
+            part[k] = a.copy() if c is a else c
+    part["client"] = np.ones(part["n"], bool)
+    return part
 
 
 def compact(a: np.ndarray) -> np.ndarray:

@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from toki.check.graph import NONE, RW, WR, WW, EdgeSet
-from toki.check.history import APPEND, FAIL, INFO, OK, History, R, _ranges
+from toki.check.history import APPEND, FAIL, INFO, OK, History, R
+from toki.check.runs import gather, ranges
 from toki.errors import HistoryError
 
 INIT = NONE
@@ -166,7 +167,7 @@ def analyse(h: History) -> dict:
         llen = rlen[lr]
         lstart = np.zeros(len(lr), np.int64)
         np.cumsum(llen[:-1], out=lstart[1:])
-        lel = elem[_ranges(rstart[lr], llen)]
+        lel = gather(elem, rstart[lr], llen)
         # (every compared read is at most as long as the longest, so element i of a read faces
         # element i of the longest; a read's elements are usually contiguous with the next one's)
         n_el = rlen[cmp]
@@ -183,7 +184,7 @@ def analyse(h: History) -> dict:
                 idx = np.arange(s0, s0 + int(ne.sum()))
                 mine = elem[s0:s0 + len(idx)]
             else:
-                idx = _ranges(st, ne)
+                idx = ranges(st, ne)
                 mine = elem[idx]
             idx += np.repeat(shift[a:b], ne)
             bad = mine != lel[idx]
@@ -203,7 +204,7 @@ def analyse(h: History) -> dict:
     # --- version order per key: distinct elements of the longest read ---
     n_l = rlen[lr]
     l_read = np.repeat(lr, n_l)
-    l_pos = np.arange(int(n_l.sum())) - np.repeat(np.cumsum(n_l) - n_l, n_l)
+    l_pos = ranges(np.zeros(len(n_l), np.int64), n_l)
     order_key = rk[l_read]
     order_val = elem[rstart[l_read] + l_pos]
     order_code = C.pair(order_key, order_val)
@@ -364,7 +365,7 @@ def analyse(h: History) -> dict:
     else:
         lo = cnt = np.zeros(len(poss_a), np.int64)
     rep = np.repeat(np.arange(len(poss_a)), cnt)
-    srcs = rtx[np.repeat(lo, cnt) + (np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))]
+    srcs = gather(rtx, lo, cnt)
     rw = EdgeSet(RW, srcs, a_txn[rep], a_key, prev_val, a_val, rep)
 
     internal = _internal_cases(h, go, newg, ri, rows)
@@ -462,12 +463,12 @@ def _internal_cases(h: History, o, newg, ri: np.ndarray, rows: np.ndarray) -> li
     bad = np.where(full, ln != pln + k, ln < k)
     q = np.flatnonzero(~bad & (pln > 0))     # this read starts with the read before
     if len(q):
-        diff = elem[_ranges(st[q], pln[q])] != elem[_ranges(pst[q], pln[q])]
+        diff = gather(elem, st[q], pln[q]) != gather(elem, pst[q], pln[q])
         bad[np.repeat(q, pln[q])[diff]] = True
     q = np.flatnonzero(~bad & (k > 0))       # ... and ends with the appends since
     if len(q):
-        vals = h.m_val[o[_ranges(anchor[q] + 1, k[q])]]
-        diff = elem[_ranges(st[q] + ln[q] - k[q], k[q])] != vals
+        vals = h.m_val[gather(o, anchor[q] + 1, k[q])]
+        diff = gather(elem, st[q] + ln[q] - k[q], k[q]) != vals
         bad[np.repeat(q, k[q])[diff]] = True
     bi = np.flatnonzero(bad)
     if len(bi) == 0:

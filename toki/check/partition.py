@@ -18,7 +18,8 @@ import numpy as np
 
 from toki.check import forked
 from toki.check.graph import EdgeSet
-from toki.check.history import R, History, _ranges
+from toki.check.history import R, History
+from toki.check.runs import gather
 from toki.check.tuning import trim
 
 #: micro-ops per slice: above this a history is inferred in slices of keys
@@ -34,9 +35,10 @@ def analyse(h: History, analyse_fn, *, slice_mops: int = SLICE_MOPS, fork: bool 
     """``analyse_fn(h, **kw)`` on the whole history, or on slices of its keys when it is large,
     with the slices' edges and anomaly cases merged (in slice order, whoever computed them).
 
-    The slices are independent, so where forking is safe a child takes every other slice while
-    this process takes the rest (``fork=False``: all here). The child reads the History through
-    the pages it shares with this process and sends back only its slices' edges and cases.
+    The slices are independent, so where forking is safe a child and this process share them,
+    each taking the next one left when it is done (``fork=False``: all here). The child reads the
+    History through the pages it shares with this process and sends back only its slices' edges
+    and cases.
     ``meanwhile()``, if given, runs here once, while the child works (or after the slices when
     there is none): other work over the History that is not per key."""
     M = len(h.m_txn)
@@ -50,26 +52,12 @@ def analyse(h: History, analyse_fn, *, slice_mops: int = SLICE_MOPS, fork: bool 
             meanwhile()
         return res
     bucket = h.m_key % parts  # keys may be any integers; codes of interned keys are 0..n-1
-    kid = None
-    if can_fork:
-        kid = forked.Forked(_slices, h, bucket, range(1, parts, 2), analyse_fn, kw)
-        mine = range(0, parts, 2)
-    else:
-        mine = range(parts)
-    try:
-        results = _slices(h, bucket, mine, analyse_fn, kw)
+    if not can_fork or parts >= 1 << 15:  # (the slices' numbers must fit in a pipe's 64 KB)
+        results = _slices(h, bucket, range(parts), analyse_fn, kw)
         if meanwhile is not None:
             meanwhile()
-        if kid is not None:
-            try:
-                results += kid.result()
-                h.helper_max_rss_kb = max(h.helper_max_rss_kb, kid.max_rss_kb or 0)
-            except forked.ChildLost:  # do its share here
-                results += _slices(h, bucket, range(1, parts, 2), analyse_fn, kw)
-            kid = None
-    finally:
-        if kid is not None:
-            kid.abandon()
+    else:
+        results = _shared(h, bucket, parts, analyse_fn, kw, meanwhile)
     del bucket
     edges: dict[int, list[EdgeSet]] = {}
     anomalies: dict[str, list] = {}
@@ -80,6 +68,51 @@ def analyse(h: History, analyse_fn, *, slice_mops: int = SLICE_MOPS, fork: bool 
             anomalies.setdefault(typ, []).extend(cases)
     del results
     return {"edges": [merge(es) for es in edges.values()], "anomalies": anomalies}
+
+
+def _shared(h: History, bucket: np.ndarray, parts: int, analyse_fn, kw: dict, meanwhile) -> list[tuple[int, dict]]:
+    """The slices shared with a forked child: each process claims the next unclaimed slice from a
+    pipe holding every slice's number (a read of two bytes is atomic), so that whoever is done
+    first takes more, and this process's ``meanwhile()`` work is balanced too (with every other
+    slice each, the process running ``meanwhile`` finished 5-6 s after the child at 10^7)."""
+    import os
+
+    from toki.check import jit
+
+    jit.kernels("_jitruns")  # compiled (or loaded) once, here, before the child is forked
+    r, w = os.pipe()
+    kid = None
+    try:
+        os.write(w, b"".join(p.to_bytes(2, "little") for p in range(parts)))  # parts < 2^15: 64 KB pipe
+        os.close(w)
+        w = None
+        kid = forked.Forked(_claimed, h, bucket, r, analyse_fn, kw)
+        if meanwhile is not None:
+            meanwhile()
+        results = _claimed(h, bucket, r, analyse_fn, kw)
+        try:
+            results += kid.result()
+            h.helper_max_rss_kb = max(h.helper_max_rss_kb, kid.max_rss_kb or 0)
+        except forked.ChildLost:  # redo what it claimed
+            done = {p for p, _ in results}
+            results += _slices(h, bucket, [p for p in range(parts) if p not in done], analyse_fn, kw)
+        kid = None
+    finally:
+        if kid is not None:
+            kid.abandon()
+        os.close(r)
+        if w is not None:
+            os.close(w)
+    return results
+
+
+def _claimed(h: History, bucket: np.ndarray, fd: int, analyse_fn, kw: dict) -> list[tuple[int, dict]]:
+    import os
+
+    out = []
+    while len(b := os.read(fd, 2)) == 2:
+        out += _slices(h, bucket, [int.from_bytes(b, "little")], analyse_fn, kw)
+    return out
 
 
 def _slices(h: History, bucket: np.ndarray, which, analyse_fn, kw: dict) -> list[tuple[int, dict]]:
@@ -109,7 +142,7 @@ def _slice(h: History, sel: np.ndarray) -> History:
         lens = h.r_off[rows + 1] - h.r_off[rows]
         r_off = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(lens, out=r_off[1:])
-        r_elem = h.r_elem[_ranges(h.r_off[rows], lens)]
+        r_elem = gather(h.r_elem, h.r_off[rows], lens)
         m_val = m_val.copy()
         m_val[reads] = np.arange(len(reads))
     return dataclasses.replace(h, m_txn=h.m_txn[sel], m_f=m_f, m_key=h.m_key[sel], m_val=m_val,

@@ -23,6 +23,7 @@ import numpy as np
 from toki.check.graph import NONE, RW, WR, WW, EdgeSet, realtime_edges, scc_labels
 from toki.check.history import FAIL, INFO, OK, History, R, W
 from toki.check.list_append import Codes
+from toki.check.runs import gather
 from toki.errors import HistoryError
 
 NIL = -1
@@ -200,8 +201,7 @@ def analyse(h: History, *, wfr_keys=False, sequential_keys=False, linearizable_k
     hi2 = np.searchsorted(rs, va, "right")
     cnt = np.where(has_w2, hi2 - lo2, 0)
     rep = np.repeat(np.arange(len(va)), cnt)
-    offs = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    readers = E["txn"][xr[ro[np.repeat(lo2, cnt) + offs]]]
+    readers = E["txn"][xr[gather(ro, lo2, cnt)]]
     rw = EdgeSet(RW, readers, w2[rep], *facts, rep)
 
     # --- lost update: ok txns that externally read k = v and then write k ---
