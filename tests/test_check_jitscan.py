@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toki.check import jitscan, jsonscan
-from toki.check.gen import generate, write_json
+from toki.check.gen import generate, write_edn, write_json
 
 pytestmark = pytest.mark.skipif(not jitscan.available(), reason="numba is not installed or cannot compile here")
 
@@ -43,6 +43,27 @@ def ops_of(seed, txns=300, db="read-committed", workload="list-append"):
     return list(generate(workload=workload, txns=txns, keys=4, db=db, seed=seed, concurrency=6))
 
 
+def _written_edn(ops) -> bytes:
+    f = io.StringIO()
+    write_edn(iter(ops), f)
+    return f.getvalue().encode()
+
+
+def to_edn(v) -> str:
+    """Any op as EDN (strings as keywords), where write_edn writes only generated ops."""
+    if isinstance(v, dict):
+        return "{" + ", ".join(f":{k} {to_edn(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + " ".join(to_edn(x) for x in v) + "]"
+    return "nil" if v is None else f":{v}" if isinstance(v, str) else str(v).lower()
+
+
+def edn_layouts(ops) -> dict[str, bytes]:
+    lines = "".join(to_edn(o) + "\n" for o in ops).encode()
+    return {"edn": lines, "edn-vector": b"[" + lines + b"]", "edn-no-commas": lines.replace(b", ", b" "),
+            "edn-one-line": lines.replace(b"\n", b" ")}
+
+
 def layouts(ops) -> dict[str, bytes]:
     f = io.StringIO()
     write_json(iter(ops), f)
@@ -52,24 +73,29 @@ def layouts(ops) -> dict[str, bytes]:
             "crlf": b"\r\n".join(orjson.dumps(o) for o in ops)}
 
 
-def test_the_kernel_compiles_and_takes_the_common_shape(monkeypatch):
-    text = layouts(ops_of(1))["compact"]
+@pytest.mark.parametrize("edn", [False, True])
+def test_the_kernel_compiles_and_takes_the_common_shape(edn, monkeypatch):
+    ops = ops_of(1)
+    text = _written_edn(ops) if edn else layouts(ops)["compact"]
     calls = []
     real = jitscan.chunk
     monkeypatch.setattr(jitscan, "chunk", lambda *a: calls.append(r := real(*a)) or r)
-    sc = scan(text, True, monkeypatch, threads=1)
-    assert sc is not None and calls and all(isinstance(r, tuple) for r in calls)  # no slice handed back
+    sc = scan(text, True, monkeypatch, threads=1, chunk_bytes=4096, edn=edn)
+    assert sc is not None and len(calls) > 3 and all(isinstance(r, tuple) for r in calls)  # no slice handed back
 
 
-@pytest.mark.parametrize("layout", ["lines", "compact", "jsonl", "pretty", "spaced", "crlf"])
+@pytest.mark.parametrize("layout", ["lines", "compact", "jsonl", "pretty", "spaced", "crlf", "edn", "edn-written",
+                                    "edn-vector", "edn-no-commas", "edn-one-line"])
 @pytest.mark.parametrize("workload", ["list-append", "rw-register"])
 def test_every_layout_and_slice_size_gives_the_vectorised_columns(layout, workload, monkeypatch):
-    text = layouts(ops_of(2, workload=workload))[layout]
+    ops = ops_of(2, workload=workload)
+    edn = layout.startswith("edn")
+    text = _written_edn(ops) if layout == "edn-written" else (edn_layouts if edn else layouts)(ops)[layout]
     for chunk in (64, 300, 4096, 1 << 19):  # (the narrowed dtypes depend on where slices are cut)
-        want = scan(text, False, monkeypatch, chunk_bytes=chunk, threads=1)
+        want = scan(text, False, monkeypatch, chunk_bytes=chunk, threads=1, edn=edn)
         assert want is not None
         for threads, fork in ((1, None), (3, True), (2, False)):
-            assert_same(scan(text, True, monkeypatch, chunk_bytes=chunk, threads=threads, fork=fork), want)
+            assert_same(scan(text, True, monkeypatch, chunk_bytes=chunk, threads=threads, fork=fork, edn=edn), want)
 
 
 EDITS = {
@@ -99,12 +125,14 @@ EDITS = {
 
 
 @pytest.mark.parametrize("edit", sorted(EDITS))
-@pytest.mark.parametrize("layout", ["compact", "jsonl", "pretty"])
+@pytest.mark.parametrize("layout", ["compact", "jsonl", "pretty", "edn"])
 def test_edited_histories_are_taken_or_handed_back_alike(edit, layout, monkeypatch):
-    text = layouts(EDITS[edit](ops_of(3, txns=60)))[layout]
+    ops = EDITS[edit](ops_of(3, txns=60))
+    edn = layout == "edn"
+    text = (edn_layouts(ops) if edn else layouts(ops))[layout]
     for chunk in (100, 1 << 19):
-        want = scan(text, False, monkeypatch, chunk_bytes=chunk, threads=1)
-        assert_same(scan(text, True, monkeypatch, chunk_bytes=chunk, threads=1), want)
+        want = scan(text, False, monkeypatch, chunk_bytes=chunk, threads=1, edn=edn)
+        assert_same(scan(text, True, monkeypatch, chunk_bytes=chunk, threads=1, edn=edn), want)
 
 
 SMALL = orjson.dumps(ops_of(7, txns=12))
@@ -122,3 +150,18 @@ def test_mutated_bytes_are_taken_or_handed_back_alike(text, i, byte, how, chunk)
     with pytest.MonkeyPatch.context() as mp:
         want = scan(t, False, mp, threads=1, chunk_bytes=chunk)
         assert_same(scan(t, True, mp, threads=1, chunk_bytes=chunk), want)
+
+
+SMALL_EDN = _written_edn(ops_of(7, txns=12))
+
+
+@settings(max_examples=600, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, len(SMALL_EDN) - 1),
+       st.sampled_from(list(b'[]{},:" -0123456789niltrefasxp#;\n<>=.*+!?_/\'~@^`%&$|\t\r')),
+       st.sampled_from(["replace", "insert", "delete"]), st.sampled_from([48, 200, 1 << 19]))
+def test_mutated_edn_is_taken_or_handed_back_alike(i, byte, how, chunk):
+    t = {"replace": SMALL_EDN[:i] + bytes([byte]) + SMALL_EDN[i + 1:],
+         "insert": SMALL_EDN[:i] + bytes([byte]) + SMALL_EDN[i:], "delete": SMALL_EDN[:i] + SMALL_EDN[i + 1:]}[how]
+    with pytest.MonkeyPatch.context() as mp:
+        want = scan(t, False, mp, threads=1, chunk_bytes=chunk, edn=True)
+        assert_same(scan(t, True, mp, threads=1, chunk_bytes=chunk, edn=True), want)

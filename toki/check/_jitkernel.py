@@ -19,24 +19,28 @@ _SHORT = -2    # ran past the slice's end (the op is cut)
 
 _Q, _LB, _RB, _LC, _RC, _COMMA, _COLON, _MINUS = 34, 91, 93, 123, 125, 44, 58, 45
 
-# byte classes as the vectorised scanner's: 1 literal (may be inside a string or number)
+# byte classes as the vectorised scanner's: 1 literal (part of a string, keyword or number)
 _LIT = np.zeros(256, np.uint8)
+_LIT_EDN = np.zeros(256, np.uint8)
 for _c in range(33, 127):
     if chr(_c) not in '[]{},:\\':
         _LIT[_c] = 1
+    if chr(_c) not in '[]{},\\':
+        _LIT_EDN[_c] = 1
 
 _KEY_TYPE, _KEY_PROCESS, _KEY_F, _KEY_VALUE, _KEY_INDEX, _KEY_TIME = range(6)
 
 
 @njit(cache=True, inline="always")
-def _ws(b, i, n, lines_op):
-    """Skip whitespace; inside an op of a JSON-lines history a line break is outside the subset."""
+def _ws(b, i, n, nl_bad, edn):
+    """Skip whitespace (and commas, in EDN); a line break where an op must stay on its line (JSON
+    lines) is outside the subset."""
     while True:
         x = b[i]
-        if x == 32 or x == 9:
+        if x == 32 or x == 9 or (edn and x == _COMMA):
             i += 1
         elif x == 10 or x == 13:
-            if lines_op:
+            if nl_bad:
                 return _FAIL
             i += 1
         else:
@@ -50,23 +54,29 @@ def _end(b, i, n):
 
 
 @njit(cache=True, inline="always")
-def _word(b, i, n, lit):
-    """A string at i (b[i] == '"'): (the position after it, its bytes as one little-endian word
-    with the length in the top byte, 0 for strings longer than 7)."""
+def _word(b, i, n, lit, edn):
+    """A JSON string, or an EDN keyword, at i: (the position after it, its bytes as one
+    little-endian word with the length in the top byte, 0 for names longer than 7)."""
+    if b[i] != (_COLON if edn else _Q):
+        return _end(b, i, n), np.uint64(0)
     j = i + 1
     w = np.uint64(0)
-    while lit[b[j]] and b[j] != _Q:
+    while lit[b[j]] and (edn or b[j] != _Q):
         if j - i <= 7:
             w |= np.uint64(b[j]) << np.uint64(8 * (j - i - 1))
         j += 1
-    if b[j] != _Q:
-        return _end(b, j, n), w
     ln = j - i - 1
-    if lit[b[j + 1]]:  # the token goes on after its closing quote
-        return _end(b, j + 1, n), w
+    if not edn:
+        if b[j] != _Q:
+            return _end(b, j, n), w
+        j += 1
+        if lit[b[j]]:  # the token goes on after its closing quote
+            return _end(b, j, n), w
+    elif j >= n:  # a keyword the slice cuts
+        return _SHORT, w
     if ln > 7 or ln == 0:
-        return j + 1, np.uint64(0)
-    return j + 1, w | (np.uint64(ln) << np.uint64(56))
+        return j, np.uint64(0)
+    return j, w | (np.uint64(ln) << np.uint64(56))
 
 
 @njit(cache=True, inline="always")
@@ -88,10 +98,32 @@ def _int(b, i, n, lit):
 
 
 @njit(cache=True, inline="always")
-def _null(b, i, n, lit):
+def _null(b, i, n, lit, edn):
+    """JSON null, or EDN nil, at i."""
+    if edn:
+        if b[i] == 110 and b[i + 1] == 105 and b[i + 2] == 108 and not lit[b[i + 3]]:
+            return i + 3
+        return _end(b, i + 3, n)
     if b[i] == 110 and b[i + 1] == 117 and b[i + 2] == 108 and b[i + 3] == 108 and not lit[b[i + 4]]:
         return i + 4
     return _end(b, i + 4, n)
+
+
+@njit(cache=True, inline="always")
+def _next(b, i, n, nl_bad, edn, close):
+    """After an element of a list or map: (the position of the next element, more to come), or
+    (after the closing bracket ``close``, False). JSON separates elements by commas, EDN by
+    whitespace (commas being whitespace)."""
+    i = _ws(b, i, n, nl_bad, edn)
+    if i < 0:
+        return i, False
+    if b[i] == close:
+        return i + 1, False
+    if edn:
+        return i, True
+    if b[i] != _COMMA:
+        return _end(b, i, n), False
+    return _ws(b, i + 1, n, nl_bad, edn), True
 
 
 def _w(s: str) -> int:
@@ -106,11 +138,11 @@ _W_TXN, _W_R, _W_APPEND, _W_W = (np.uint64(_w(s)) for s in ("txn", "r", "append"
 
 
 @njit(cache=True)
-def scan_slice(b, n, array_mode, first, final):
+def scan_slice(b, n, array_mode, first, final, edn):
     """Scan b[:n] (b has at least 16 zero bytes after n). ``first``: the slice starts the file;
     else it starts right after an op's closing brace. Returns (status, bytes used, op, micro-op
     and element counts, has_index, then the columns, each longer than its count)."""
-    lit = _LIT
+    lit = _LIT_EDN if edn else _LIT
     cap_ops = n // 16 + 4
     cap_m = n // 8 + 4
     cap_e = n // 2 + 4
@@ -134,37 +166,39 @@ def scan_slice(b, n, array_mode, first, final):
     has_index = -1  # not yet known; then 0 or 1 for every op
     status = _OK
     lines = not array_mode
+    nl_bad = lines and not edn  # JSON lines: an op on one line (EDN is read form by form)
     i = 0
-    sep = array_mode and not first  # an op just ended: a comma or the closing bracket comes next
+    sep = array_mode and not first  # an op just ended: a separator or the closing bracket comes next
     closed = False
     if first:
-        i = _ws(b, 0, n, False)
+        i = _ws(b, 0, n, False, edn)
         if array_mode:
             if b[i] != _LB:
                 status = _BAIL
             i += 1
     while status == _OK:
         start = i
-        i = _ws(b, i, n, False)
+        i = _ws(b, i, n, False, edn)
         if i >= n:
             break
         if sep:
             if b[i] == _RB:
-                i = _ws(b, i + 1, n, False)
+                i = _ws(b, i + 1, n, False, edn)
                 if i < n or not final:
                     status = _BAIL
                 closed = True
                 break
-            if b[i] != _COMMA:
-                status = _BAIL
-                break
-            i = _ws(b, i + 1, n, False)
-            if i >= n:
-                break
+            if not edn:
+                if b[i] != _COMMA:
+                    status = _BAIL
+                    break
+                i = _ws(b, i + 1, n, False, edn)
+                if i >= n:
+                    break
         if b[i] != _LC:
             status = _BAIL
             break
-        if lines and (nops > 0 or not first):  # an op of its own line: a line break since the last
+        if nl_bad and (nops > 0 or not first):  # an op of its own line: a line break since the last
             k = start
             while k < i and b[k] != 10 and b[k] != 13:
                 k += 1
@@ -174,22 +208,22 @@ def scan_slice(b, n, array_mode, first, final):
         if nops >= cap_ops:
             status = _BAIL
             break
-        # one op
-        i = _ws(b, i + 1, n, lines)
+        # one op: its members
+        mstart = nm
+        estart = ne
         seen = 0
         t = -1
         has_i = 0
         vk = 0
-        mstart = nm
-        estart = ne
         index[nops] = 0
         time[nops] = 0
         has_time[nops] = False
-        while i >= 0:
-            if b[i] != _Q:
-                i = _end(b, i, n)
-                break
-            i, w = _word(b, i, n, lit)
+        i = _ws(b, i + 1, n, nl_bad, edn)
+        more = i >= 0 and b[i] != _RC
+        if not more and i >= 0:
+            i = _FAIL  # an op with no members (no type, no process)
+        while more:
+            i, w = _word(b, i, n, lit, edn)
             if i < 0:
                 break
             if w == _W_TYPE:
@@ -211,20 +245,18 @@ def scan_slice(b, n, array_mode, first, final):
                 i = _FAIL
                 break
             seen |= 1 << key
-            i = _ws(b, i, n, lines)
+            i = _ws(b, i, n, nl_bad, edn)
             if i < 0:
                 break
-            if b[i] != _COLON:
-                i = _end(b, i, n)
-                break
-            i = _ws(b, i + 1, n, lines)
-            if i < 0:
-                break
-            if key == _KEY_TYPE:
-                if b[i] != _Q:
+            if not edn:
+                if b[i] != _COLON:
                     i = _end(b, i, n)
                     break
-                i, w = _word(b, i, n, lit)
+                i = _ws(b, i + 1, n, nl_bad, edn)
+                if i < 0:
+                    break
+            if key == _KEY_TYPE:
+                i, w = _word(b, i, n, lit, edn)
                 if w == _W_OK:
                     t = 0
                 elif w == _W_INFO:
@@ -239,10 +271,7 @@ def scan_slice(b, n, array_mode, first, final):
                 i, v = _int(b, i, n, lit)
                 process[nops] = v
             elif key == _KEY_F:
-                if b[i] != _Q:
-                    i = _end(b, i, n)
-                    break
-                i, w = _word(b, i, n, lit)
+                i, w = _word(b, i, n, lit, edn)
                 if i >= 0 and w != _W_TXN:
                     i = _FAIL
             elif key == _KEY_INDEX:
@@ -251,35 +280,32 @@ def scan_slice(b, n, array_mode, first, final):
                 has_i = 1
             elif key == _KEY_TIME:
                 if b[i] == 110:
-                    i = _null(b, i, n, lit)
+                    i = _null(b, i, n, lit, edn)
                 else:
                     i, v = _int(b, i, n, lit)
                     time[nops] = v
                     has_time[nops] = True
             elif b[i] == 110:  # value: null
-                i = _null(b, i, n, lit)
+                i = _null(b, i, n, lit, edn)
                 vk = 1
-            elif b[i] == _LB:  # value: a list of micro-ops
+            elif b[i] == _LB:  # value: a list of micro-ops [f k v]
                 vk = 2
-                i = _ws(b, i + 1, n, lines)
-                more = True
-                if i >= 0 and b[i] == _RB:
+                i = _ws(b, i + 1, n, nl_bad, edn)
+                going = i >= 0
+                if going and b[i] == _RB:
                     i += 1
-                    more = False
-                while i >= 0 and more:
+                    going = False
+                while going:
                     if b[i] != _LB:
                         i = _end(b, i, n)
                         break
                     if nm >= cap_m:
                         i = _FAIL
                         break
-                    i = _ws(b, i + 1, n, lines)
+                    i = _ws(b, i + 1, n, nl_bad, edn)
                     if i < 0:
                         break
-                    if b[i] != _Q:
-                        i = _end(b, i, n)
-                        break
-                    i, w = _word(b, i, n, lit)
+                    i, w = _word(b, i, n, lit, edn)
                     if i < 0:
                         break
                     if w == _W_R:
@@ -291,42 +317,33 @@ def scan_slice(b, n, array_mode, first, final):
                     else:
                         i = _FAIL
                         break
-                    i = _ws(b, i, n, lines)
-                    if i < 0:
-                        break
-                    if b[i] != _COMMA:
-                        i = _end(b, i, n)
-                        break
-                    i = _ws(b, i + 1, n, lines)
-                    if i < 0:
+                    i, go = _next(b, i, n, nl_bad, edn, _RB)
+                    if i < 0 or not go:
+                        i = _FAIL if i >= 0 else i  # a micro-op of one
                         break
                     i, v = _int(b, i, n, lit)
                     if i < 0:
                         break
                     m_key[nm] = v
-                    i = _ws(b, i, n, lines)
-                    if i < 0:
-                        break
-                    if b[i] != _COMMA:
-                        i = _end(b, i, n)
-                        break
-                    i = _ws(b, i + 1, n, lines)
-                    if i < 0:
+                    i, go = _next(b, i, n, nl_bad, edn, _RB)
+                    if i < 0 or not go:
+                        i = _FAIL if i >= 0 else i  # a micro-op of two
                         break
                     x = b[i]
                     m_val[nm] = 0
                     m_len[nm] = 0
                     if x == 110:
-                        i = _null(b, i, n, lit)
+                        i = _null(b, i, n, lit, edn)
                         m_vkind[nm] = 1
                     elif x == _LB:
                         m_vkind[nm] = 2
-                        i = _ws(b, i + 1, n, lines)
+                        i = _ws(b, i + 1, n, nl_bad, edn)
                         ln = 0
                         if i >= 0 and b[i] == _RB:
                             i += 1
                         else:
-                            while i >= 0:
+                            go = i >= 0
+                            while go:
                                 if ne >= cap_e:
                                     i = _FAIL
                                     break
@@ -336,16 +353,9 @@ def scan_slice(b, n, array_mode, first, final):
                                 elem[ne] = v
                                 ne += 1
                                 ln += 1
-                                i = _ws(b, i, n, lines)
+                                i, go = _next(b, i, n, nl_bad, edn, _RB)
                                 if i < 0:
                                     break
-                                if b[i] == _RB:
-                                    i += 1
-                                    break
-                                if b[i] != _COMMA:
-                                    i = _end(b, i, n)
-                                    break
-                                i = _ws(b, i + 1, n, lines)
                         m_len[nm] = ln
                     else:
                         i, v = _int(b, i, n, lit)
@@ -353,37 +363,23 @@ def scan_slice(b, n, array_mode, first, final):
                         m_vkind[nm] = 0
                     if i < 0:
                         break
-                    i = _ws(b, i, n, lines)
+                    i = _ws(b, i, n, nl_bad, edn)
                     if i < 0:
                         break
                     if b[i] != _RB:  # a micro-op of three
                         i = _end(b, i, n)
                         break
                     nm += 1
-                    i = _ws(b, i + 1, n, lines)
+                    i, going = _next(b, i + 1, n, nl_bad, edn, _RB)
                     if i < 0:
                         break
-                    if b[i] == _RB:
-                        i += 1
-                        more = False
-                    elif b[i] != _COMMA:
-                        i = _end(b, i, n)
-                    else:
-                        i = _ws(b, i + 1, n, lines)
             else:  # value: anything else
                 i = _end(b, i, n)
             if i < 0:
                 break
-            i = _ws(b, i, n, lines)
+            i, more = _next(b, i, n, nl_bad, edn, _RC)
             if i < 0:
                 break
-            if b[i] == _RC:
-                i += 1
-                break
-            if b[i] != _COMMA:
-                i = _end(b, i, n)
-                break
-            i = _ws(b, i + 1, n, lines)
         if i == _SHORT and not final:  # the op is cut: the next slice starts with it
             nm, ne = mstart, estart
             break
@@ -415,5 +411,7 @@ def scan_slice(b, n, array_mode, first, final):
 
 def warm() -> None:
     """Compile (or load from the cache) before any fork: children inherit the machine code."""
-    b = np.frombuffer(b'[{"type":"ok","process":0,"value":[["r",1,[1]]]}]' + bytes(16), np.uint8)
-    scan_slice(b, len(b) - 16, True, True, True)
+    for text, edn in ((b'[{"type":"ok","process":0,"value":[["r",1,[1]]]}]', False),
+                      (b'[{:type :ok, :process 0, :value [[:r 1 [1]]]}]', True)):
+        b = np.frombuffer(text + bytes(16), np.uint8)
+        scan_slice(b, len(text), True, True, True, edn)

@@ -39,7 +39,7 @@ def available() -> bool:
     return jit.kernels("_jitkernel") is not None
 
 
-def chunk(buf: bytes, final: bool, array_mode: bool, first: bool):
+def chunk(buf: bytes, final: bool, array_mode: bool, first: bool, edn: bool = False):
     """Scan one slice (as :func:`toki.check.jsonscan._chunk`): (columns as the kernel filled them,
     each longer than its count, and the bytes used), or ``False`` when no op completes in it, or
     ``None`` when the slice is outside this scanner's subset (or numba is not here)."""
@@ -48,7 +48,7 @@ def chunk(buf: bytes, final: bool, array_mode: bool, first: bool):
         return None
     b = np.frombuffer(buf + bytes(16), np.uint8)
     (status, used, nops, nm, ne, has_index, index, typ, process, time, has_time, vkind, m_count,
-     m_f, m_key, m_vkind, m_val, m_len, elem) = mod.scan_slice(b, len(buf), array_mode, first, final)
+     m_f, m_key, m_vkind, m_val, m_len, elem) = mod.scan_slice(b, len(buf), array_mode, first, final, edn)
     if status == _BAIL:
         return None
     if status == _MORE:

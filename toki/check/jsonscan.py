@@ -293,7 +293,7 @@ def _scan(src, chunk_bytes: int, threads: int | None, fork: bool | None = None, 
     if first not in (b"[", b"{"):
         raise Unsupported("not a list or a map")
     mode = (_EDN_ARRAY if first == b"[" else _EDN_LINES) if edn else (_ARRAY if first == b"[" else _LINES)
-    if not edn and n >= jitscan.MIN_BYTES and jitscan.available():  # loaded (compiled) here, before a fork
+    if n >= jitscan.MIN_BYTES and jitscan.available():  # loaded (compiled) here, before a fork
         mode = {**mode, "jit": True}
     threads = default_threads() if threads is None else threads
     # a thread per 16 slices at least: on a small file the second thread's fresh memory (its own
@@ -403,7 +403,7 @@ def _scan_span(src, s: int, end: int, first: bool, last: bool, mode: dict, chunk
         if (buf.translate(None, _EDN_BYTES) if mode["edn"] else not buf.isascii() or b"\\" in buf):
             raise Unsupported("non-ASCII bytes or escapes (EDN: a byte outside names, numbers and brackets)")
         final = last and s + len(buf) == end
-        r = jitscan.chunk(buf, final, mode["opd"] == 2, prev < 0) if mode.get("jit") else None
+        r = jitscan.chunk(buf, final, mode["opd"] == 2, prev < 0, mode["edn"]) if mode.get("jit") else None
         if r is None:  # not the compiled scanner's: the vectorised one decides
             r = _chunk(buf, final, mode, d0, prev)
         elif r is False:
