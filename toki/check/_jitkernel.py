@@ -142,6 +142,18 @@ def scan_slice(b, n, array_mode, first, final, edn):
     """Scan b[:n] (b has at least 16 zero bytes after n). ``first``: the slice starts the file;
     else it starts right after an op's closing brace. Returns (status, bytes used, op, micro-op
     and element counts, has_index, then the columns, each longer than its count)."""
+    # one body, inlined twice with edn a constant: the compiler drops the other format's branches
+    # (one body taking edn as a variable ran JSON at 170 MB/s against 300)
+    if edn:
+        return _scan(b, n, array_mode, first, final, True)
+    return _scan(b, n, array_mode, first, final, False)
+
+
+@njit(cache=True, inline="always")
+def _scan(b, n, array_mode, first, final, edn):
+    """Scan b[:n] (b has at least 16 zero bytes after n). ``first``: the slice starts the file;
+    else it starts right after an op's closing brace. Returns (status, bytes used, op, micro-op
+    and element counts, has_index, then the columns, each longer than its count)."""
     lit = _LIT_EDN if edn else _LIT
     cap_ops = n // 16 + 4
     cap_m = n // 8 + 4
