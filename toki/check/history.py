@@ -532,6 +532,11 @@ def _stable_order(P: np.ndarray) -> np.ndarray:
     return np.argsort(P, kind="stable")
 
 
+#: from this many client ops, invocations are paired with completions in one compiled pass
+#: (toki.check._jitpairs) instead of a sort by process (2.5 s at 2 * 10^7 ops, 0.5 s compiled)
+_JIT_PAIRS = 1 << 22
+
+
 def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """np.unique(values, return_inverse=True), by counting when values span fewer than 2^16
     (processes do: a handful to a few thousand), else by sorting."""
@@ -550,6 +555,18 @@ def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.
     processes. Transactions are completions plus invocations that never complete (as info), in
     history order. ``proc_of(i)`` names op i's process in error messages."""
     Ty = tcode[cpos]
+    if len(cpos) >= _JIT_PAIRS:
+        from toki.check import jit
+
+        k = jit.kernels("_jitpairs")
+        if k is not None:
+            uniq, pc = _dense_codes(P)
+            is_tx, inv, ok = k.pair(pc.astype(np.int64), Ty, len(uniq))
+            del pc
+            if not ok:
+                return _transactions_overlapping(index, tcode, cpos, P)
+            inv = np.where(inv >= 0, cpos[np.maximum(inv, 0)], -1)  # client-op positions -> op positions
+            return _paired(index, cpos, P, Ty, is_tx, inv)
     order = _stable_order(P)  # by process, then position (cpos is increasing)
     sp, st, spos = P[order], Ty[order], cpos[order]
     same_prev = np.zeros(len(sp), bool)
@@ -576,7 +593,13 @@ def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.
     t_inv = np.empty(len(sp), np.int64)
     t_inv[order] = inv_of
     del inv_of, same_prev, prev_inv, next_same, sp, st, spos
-    tpos, tinv = cpos[is_tx], t_inv[is_tx]
+    return _paired(index, cpos, P, Ty, is_tx, t_inv)
+
+
+def _paired(index, cpos, P, Ty, is_tx, inv) -> dict:
+    """The transactions (client ops ``is_tx``, their invocations' op positions ``inv``, -1 for
+    none) as :func:`_transactions` returns them."""
+    tpos, tinv = cpos[is_tx], inv[is_tx]
     tt = Ty[is_tx]
     ttype = np.where(tt == INVOKE, INFO, tt).astype(np.int8)  # an invocation as a transaction never completed
     uniq, pcodes = _dense_codes(P[is_tx])
