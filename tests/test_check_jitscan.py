@@ -99,9 +99,11 @@ def test_every_layout_and_slice_size_gives_the_vectorised_columns(layout, worklo
 
 
 EDITS = {
-    "nemesis op": lambda ops: ops[:3] + [{"type": "info", "process": "nemesis", "f": "kill", "value": ["n1"]}] + ops[3:],
+    "nemesis op": lambda ops: ops[:3] + [{"type": "info", "process": "nemesis", "f": "kill", "value": ["n1"]}]
+    + ops[3:],
     "unknown key": lambda ops: [{**o, "node": "n1"} if i == 7 else o for i, o in enumerate(ops)],
-    "index in some ops only": lambda ops: [{k: v for k, v in o.items() if k != "index" or i % 5} for i, o in enumerate(ops)],
+    "index in some ops only": lambda ops: [{k: v for k, v in o.items() if k != "index" or i % 5}
+                                           for i, o in enumerate(ops)],
     "no index": lambda ops: [{k: v for k, v in o.items() if k != "index"} for o in ops],
     "no time": lambda ops: [{k: v for k, v in o.items() if k != "time"} for o in ops],
     "null time": lambda ops: [{**o, "time": None} if i % 3 == 0 else o for i, o in enumerate(ops)],
@@ -141,8 +143,8 @@ SMALL_LINES = layouts(ops_of(7, txns=12))["jsonl"]
 
 @settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(st.sampled_from([SMALL, SMALL_LINES]), st.integers(0, len(SMALL) - 1),
-       st.sampled_from(list(b'[]{},:" -0123456789nulltrefasx\n\r\t\\')), st.sampled_from(["replace", "insert", "delete"]),
-       st.sampled_from([48, 200, 1 << 19]))
+       st.sampled_from(list(b'[]{},:" -0123456789nulltrefasx\n\r\t\\')),
+       st.sampled_from(["replace", "insert", "delete"]), st.sampled_from([48, 200, 1 << 19]))
 def test_mutated_bytes_are_taken_or_handed_back_alike(text, i, byte, how, chunk):
     i = min(i, len(text) - 1)
     t = {"replace": text[:i] + bytes([byte]) + text[i + 1:], "insert": text[:i] + bytes([byte]) + text[i:],

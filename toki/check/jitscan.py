@@ -1,4 +1,5 @@
-"""A compiled scanner for the common shape of JSON histories (the fast path of :mod:`toki.check.jsonscan`).
+"""A compiled scanner for the common shape of JSON and EDN histories (the fast path of
+:mod:`toki.check.jsonscan`).
 
 The vectorised scanner makes about forty passes over every token of a slice, each a numpy call
 over an int64 array, and so reads a history at 30-60 MB/s per core: at 10^7 transactions (3.3
@@ -15,8 +16,8 @@ micro-op of another length) sends the slice to the vectorised scanner. The colum
 vectorised scanner's, value for value and dtype for dtype; a test compares the two on every
 layout and on mutated histories.
 
-numba compiles the loop on first use and caches the machine code beside this module, so only a
-process that finds no cache pays the compile (a few seconds); histories smaller than
+numba compiles the loop on first use and caches the machine code beside its module, so only a
+process that finds no cache pays the compile (about 10 s here); histories smaller than
 :data:`MIN_BYTES` never start it. Without numba (or where it cannot compile), every slice goes
 to the vectorised scanner.
 """

@@ -257,14 +257,13 @@ class _File:
 
         self.fd, self.size, self._pread = fd, os.fstat(fd).st_size, os.pread
         self._advise = getattr(os, "posix_fadvise", None)
+        self._willneed = getattr(os, "POSIX_FADV_WILLNEED", 3)
         self._advised = -1  # (per process: a forked child keeps its own)
 
     def read(self, a: int, b: int) -> bytes:
         if self._advise is not None and b + self.AHEAD // 2 > self._advised:
             try:
-                import os
-
-                self._advise(self.fd, b, self.AHEAD, os.POSIX_FADV_WILLNEED)
+                self._advise(self.fd, b, self.AHEAD, self._willneed)
             except OSError:
                 self._advise = None
             self._advised = b + self.AHEAD
@@ -283,7 +282,8 @@ def default_threads() -> int:
         return 1
 
 
-def _scan(src, chunk_bytes: int | None, threads: int | None, fork: bool | None = None, edn: bool = False) -> Scanned:
+def _scan(src, chunk_bytes: int | None, threads: int | None, fork: bool | None = None,
+          edn: bool = False) -> Scanned:
     n = src.size
     head = src.read(0, min(n, 1 << 16))
     start = len(head) - len(head.lstrip())
