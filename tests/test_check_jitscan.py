@@ -91,10 +91,10 @@ def test_every_layout_and_slice_size_gives_the_vectorised_columns(layout, worklo
     ops = ops_of(2, workload=workload)
     edn = layout.startswith("edn")
     text = _written_edn(ops) if layout == "edn-written" else (edn_layouts if edn else layouts)(ops)[layout]
-    for chunk in (64, 300, 4096, 1 << 19):  # (the narrowed dtypes depend on where slices are cut)
+    for chunk in (64, 4096, 1 << 19):  # (the narrowed dtypes depend on where slices are cut)
         want = scan(text, False, monkeypatch, chunk_bytes=chunk, threads=1, edn=edn)
         assert want is not None
-        for threads, fork in ((1, None), (3, True), (2, False)):
+        for threads, fork in ((1, None), (3, True)):
             assert_same(scan(text, True, monkeypatch, chunk_bytes=chunk, threads=threads, fork=fork, edn=edn), want)
 
 
@@ -141,7 +141,7 @@ SMALL = orjson.dumps(ops_of(7, txns=12))
 SMALL_LINES = layouts(ops_of(7, txns=12))["jsonl"]
 
 
-@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(st.sampled_from([SMALL, SMALL_LINES]), st.integers(0, len(SMALL) - 1),
        st.sampled_from(list(b'[]{},:" -0123456789nulltrefasx\n\r\t\\')),
        st.sampled_from(["replace", "insert", "delete"]), st.sampled_from([48, 200, 1 << 19]))
@@ -157,7 +157,7 @@ def test_mutated_bytes_are_taken_or_handed_back_alike(text, i, byte, how, chunk)
 SMALL_EDN = _written_edn(ops_of(7, txns=12))
 
 
-@settings(max_examples=600, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=350, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(st.integers(0, len(SMALL_EDN) - 1),
        st.sampled_from(list(b'[]{},:" -0123456789niltrefasxp#;\n<>=.*+!?_/\'~@^`%&$|\t\r')),
        st.sampled_from(["replace", "insert", "delete"]), st.sampled_from([48, 200, 1 << 19]))
