@@ -167,3 +167,23 @@ def test_mutated_edn_is_taken_or_handed_back_alike(i, byte, how, chunk):
     with pytest.MonkeyPatch.context() as mp:
         want = scan(t, False, mp, threads=1, chunk_bytes=chunk, edn=True)
         assert_same(scan(t, True, mp, threads=1, chunk_bytes=chunk, edn=True), want)
+
+
+@pytest.mark.parametrize("text", [b"[]", b"[ ]", b"", b"\n", b"{:type :info, :process :nemesis, :f :kill}\n",
+                                  b'[{"type":"info","process":"nemesis","f":"kill","value":null}]',
+                                  b'[{"type":"invoke","process":0,"f":"txn","value":[]},'
+                                  b'{"type":"ok","process":0,"f":"txn","value":[]}]'])
+def test_a_history_that_tells_nothing_is_not_valid_through_the_compiled_scanner(text, tmp_path, monkeypatch):
+    """No ops, only a nemesis, or transactions with no micro-ops: never "valid", with the compiled
+    scanner on as with it off."""
+    from toki.check import check
+
+    path = tmp_path / ("h.edn" if text.startswith(b"{:") else "h.json")
+    path.write_bytes(text)
+    verdicts = []
+    for jit_on in (True, False):
+        monkeypatch.setattr(jitscan, "MIN_BYTES", 0 if jit_on else 1 << 62)
+        r = check(str(path), workload="list-append")
+        verdicts.append((r["valid"], r["anomaly_types"]))
+    assert verdicts[0] == verdicts[1]
+    assert verdicts[0][0] is not True and "empty-transaction-graph" in verdicts[0][1]
