@@ -447,40 +447,21 @@ def realtime_edges(inv: np.ndarray, comp: np.ndarray, ok: np.ndarray, target: np
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     big = int(max(comp.max(initial=0), inv.max(initial=0))) + 2
-    if group is None:  # one group: the keys are the indices themselves (at 10^7 transactions a
-        # lexsort on a constant group and the products cost 3x the rest)
-        def by_invoke(ix):
-            return ix[np.argsort(inv[ix], kind="stable")]
-
-        def keyed(ix, v):
-            return v[ix]
-
-        def top(ix):
-            return big
-    else:
-        g = group.astype(np.int64)
-
-        def by_invoke(ix):
-            return ix[np.lexsort((inv[ix], g[ix]))]
-
-        def keyed(ix, v):
-            return g[ix] * big + v[ix]
-
-        def top(ix):
-            return g[ix] * big + big
+    g = np.zeros(n, np.int64) if group is None else group.astype(np.int64)
     # targets sorted by (group, invoke)
-    to = by_invoke(np.flatnonzero(target))
-    tkey = keyed(to, inv)
+    tg = np.flatnonzero(target)
+    to = tg[np.lexsort((inv[tg], g[tg]))]
+    tkey = g[to] * big + inv[to]
     # next_done(a) = min completion (of an ok op) among ops invoked after a completed, same group
     src_ok = np.flatnonzero(ok)
-    so = by_invoke(src_ok)
-    skey = keyed(so, inv)
-    compk = keyed(so, comp)
+    so = src_ok[np.lexsort((inv[src_ok], g[src_ok]))]
+    skey = g[so] * big + inv[so]
+    compk = g[so] * big + comp[so]
     suf = np.minimum.accumulate(compk[::-1])[::-1] if len(so) else compk
-    aq = keyed(src_ok, comp)
+    aq = g[src_ok] * big + comp[src_ok]
     p = np.searchsorted(skey, aq, "right")
-    nd = np.where(p < len(so), suf[np.minimum(p, len(so) - 1)], top(src_ok))
-    nd = np.minimum(nd, top(src_ok))
+    nd = np.where(p < len(so), suf[np.minimum(p, len(so) - 1)], g[src_ok] * big + big)
+    nd = np.minimum(nd, g[src_ok] * big + big)
     lo = np.searchsorted(tkey, aq, "right")
     hi = np.searchsorted(tkey, nd, "left")
     cnt = np.maximum(hi - lo, 0)

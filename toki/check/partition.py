@@ -13,6 +13,7 @@ Small histories are inferred whole (the result is the same, cases in the same or
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 
@@ -75,8 +76,6 @@ def _shared(h: History, bucket: np.ndarray, parts: int, analyse_fn, kw: dict, me
     pipe holding every slice's number (a read of two bytes is atomic), so that whoever is done
     first takes more, and this process's ``meanwhile()`` work is balanced too (with every other
     slice each, the process running ``meanwhile`` finished 5-6 s after the child at 10^7)."""
-    import os
-
     from toki.check import jit
 
     jit.kernels("_jitruns")  # compiled (or loaded) once, here, before the child is forked
@@ -107,8 +106,6 @@ def _shared(h: History, bucket: np.ndarray, parts: int, analyse_fn, kw: dict, me
 
 
 def _claimed(h: History, bucket: np.ndarray, fd: int, analyse_fn, kw: dict) -> list[tuple[int, dict]]:
-    import os
-
     out = []
     while len(b := os.read(fd, 2)) == 2:
         out += _slices(h, bucket, [int.from_bytes(b, "little")], analyse_fn, kw)
