@@ -13,6 +13,7 @@ import os
 import queue
 import random
 import sqlite3
+import sys
 import threading
 from pathlib import Path
 
@@ -145,32 +146,35 @@ class Stray(_Base):
     def open(self, location):
         conn = sqlite3.connect(Path(location) / "c.db", isolation_level=None)
         conn.execute("create table if not exists c (n int)")
-        go, done = threading.Event(), threading.Event()
+        go, done, closing = threading.Event(), threading.Event(), []
 
         def flusher():
             go.wait()
             try:
-                conn.execute("update c set n = n + 100")
+                if not closing:
+                    conn.execute("update c set n = n + 100")
             finally:
                 done.set()
 
-        threading.Thread(target=flusher, name="background-flusher", daemon=True).start()
-        return conn, go, done
+        t = threading.Thread(target=flusher, name="background-flusher", daemon=True)
+        t.start()
+        return conn, go, done, closing, t
 
     def setup(self, h):
         h[0].execute("insert into c values (0)")
 
     def close(self, h):
-        # let the flusher finish now: left running, it writes during the next test's run and fails
-        # that one (rightly: a thread of no agent's)
+        # End the flusher without its write: released late (a loaded machine), it would write
+        # during the next test's run and fail that one (rightly: a thread of no agent's).
+        h[3].append(True)
         h[1].set()
-        h[2].wait(5)
+        h[4].join(30)
 
     def state(self, h):
         return {"n": h[0].execute("select n from c").fetchone()[0]}
 
     def increment(self, h, agent):
-        conn, go, done = h
+        conn, go, done = h[:3]
         n = conn.execute("select n from c").fetchone()[0]
         go.set()
         done.wait()  # the flusher has tried its write by now, inside the run
@@ -639,3 +643,34 @@ def test_the_run_a_search_reports_is_one_it_judged_and_counted(shrink):
     assert res.found is not None and "lost-update" in res.found.anomalies[0]
     assert len(judged) == res.tried + res.shrinks
     assert any(res.found is r for r in judged)
+
+
+def test_finding_engine_bindings_survives_an_import_on_another_thread():
+    """A library's thread may import while a run starts; the scan for engine code that bound
+    threading.Lock under its own name must not trip over sys.modules growing. A collector
+    callback that imports stands in for that thread: it runs in the middle of any allocation."""
+    import gc
+    import types
+
+    from toki.harness import threads
+
+    added: list[str] = []
+
+    def importer(phase, info):
+        if phase == "start" and len(added) < 50:
+            name = f"_toki_test_late_import_{len(added)}"
+            sys.modules[name] = types.ModuleType(name)
+            added.append(name)
+
+    threshold = gc.get_threshold()
+    threads._scanned = -1
+    gc.callbacks.append(importer)
+    gc.set_threshold(1)
+    try:
+        threads._scan()
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(importer)
+        for name in added:
+            sys.modules.pop(name, None)
+    assert added, "the collector never ran during the scan: this test did not test anything"

@@ -317,11 +317,13 @@ def _scan() -> None:
         return
     real = {id(v): k for k, v in _REAL.items()}
     found = []
-    for name, mod in list(sys.modules.items()):
+    # A copy, not an iteration: a library's thread may import while this runs (dict.copy runs
+    # no Python code, so no other thread can get in mid-way).
+    for name, mod in sys.modules.copy().items():
         if not _engine_code(name) or mod is None:
             continue
         try:
-            items = list(vars(mod).items())
+            items = vars(mod).copy().items()
         except TypeError:
             continue
         g = vars(mod)
