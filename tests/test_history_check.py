@@ -39,3 +39,30 @@ def test_write_path_history_checks_as_elle_would(toki_server, guard):
     else:
         assert verdict["valid"] is False and "lost-update" in verdict["anomaly_types"], verdict
         assert "serializable" in verdict["also_not"] or "serializable" in verdict["not"]
+
+
+@pytest.mark.parametrize("shape", ["dense", "planted-far", "sparse", "edge-of-near"])
+def test_process_codes_are_np_unique_whatever_the_processes(shape):
+    """Processes are coded by counting the near ones and sorting the far ones: the same codes
+    np.unique gives, for dense processes, a few far ones (a planted anomaly's, at 2^30), all
+    far apart, and values right at the edge of the counted range."""
+    import numpy as np
+
+    from toki.check.history import _NEAR, _dense_codes
+
+    rng = np.random.default_rng(["dense", "planted-far", "sparse", "edge-of-near"].index(shape))
+    for _ in range(60):
+        n = int(rng.integers(0, 3000))
+        if shape == "dense":
+            v = rng.integers(0, 50, n)
+        elif shape == "planted-far":
+            v = np.r_[rng.integers(3, 60, n), rng.integers(1 << 30, (1 << 30) + 3, int(rng.integers(1, 4)))]
+        elif shape == "sparse":
+            v = rng.integers(-(1 << 40), 1 << 40, n)
+        else:
+            v = np.r_[rng.integers(0, 2 * _NEAR, n), [_NEAR, _NEAR - 1, 0]]
+        v = rng.permutation(v.astype(np.int64))
+        uniq, codes = _dense_codes(v)
+        want_uniq, want_codes = np.unique(v, return_inverse=True)
+        assert uniq.tolist() == want_uniq.tolist()
+        assert codes.tolist() == want_codes.tolist()

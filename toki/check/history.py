@@ -475,6 +475,8 @@ def _parse_fast(ops: list[dict], workload: str) -> History:
     if type(None) in set(map(type, ks)):
         raise TypeError("null key")
     m_key, keys = _codes(ks, "key")
+    if keys is None:  # integer keys: coded as the scanner's are
+        m_key, keys = _dense_keys(m_key)
     del ks
     is_read = m_f == R
     ridx = np.flatnonzero(is_read)
@@ -537,15 +539,37 @@ def _stable_order(P: np.ndarray) -> np.ndarray:
 _JIT_PAIRS = 1 << 22
 
 
-def _dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """np.unique(values, return_inverse=True), by counting when values span fewer than 2^16
-    (processes do: a handful to a few thousand), else by sorting."""
-    if len(values) and int(values.max()) - int(values.min()) < 1 << 16:
-        lo = values.min()
-        seen = np.bincount(values - lo) > 0
-        code = np.cumsum(seen) - 1
-        return np.flatnonzero(seen) + lo, code[values - lo]
-    return np.unique(values, return_inverse=True)
+def _dense_codes(values: np.ndarray, sort_sparse: bool = True) -> tuple[np.ndarray, np.ndarray] | None:
+    """np.unique(values, return_inverse=True), by counting the values within 2^20 of the
+    smallest (processes: a handful to a few thousand) and sorting only the few beyond (Jepsen's
+    process numbers grow by the concurrency at each crash; a planted anomaly's processes sit at
+    2^30): sorting 2 * 10^7 processes took 2 s. Mostly far values are sorted, as np.unique does
+    (or, ``sort_sparse=False``, not coded: None)."""
+    if not len(values):
+        return np.unique(values, return_inverse=True)
+    lo = values.min()
+    off = values - lo
+    np.minimum(off, _NEAR, out=off)  # every far value in one bucket, sorted out after
+    counts = np.bincount(off, minlength=_NEAR + 1)
+    n_far = int(counts[_NEAR])
+    if n_far > len(values) // 8:
+        return np.unique(values, return_inverse=True) if sort_sparse else None
+    seen = counts[:_NEAR] > 0
+    del counts
+    nearest = np.flatnonzero(seen)
+    table = np.cumsum(seen)
+    table -= 1
+    codes = np.append(table, 0)[off]
+    if not n_far:
+        return nearest + lo, codes
+    fi = np.flatnonzero(off == _NEAR)
+    far = values[fi]
+    far_uniq = np.unique(far)  # all above every near value: the two together stay sorted
+    codes[fi] = len(nearest) + np.searchsorted(far_uniq, far)
+    return np.concatenate([nearest + lo, far_uniq]), codes
+
+
+_NEAR = 1 << 20
 
 
 def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.ndarray, proc_of) -> dict:
@@ -561,12 +585,13 @@ def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.
         k = jit.kernels("_jitpairs")
         if k is not None:
             uniq, pc = _dense_codes(P)
-            is_tx, inv, ok = k.pair(pc.astype(np.int64), Ty, len(uniq))
-            del pc
+            is_tx, inv, ok = k.pair(pc, Ty, len(uniq))
             if not ok:
                 return _transactions_overlapping(index, tcode, cpos, P)
             inv = np.where(inv >= 0, cpos[np.maximum(inv, 0)], -1)  # client-op positions -> op positions
-            return _paired(index, cpos, P, Ty, is_tx, inv)
+            # every process of a client op has a transaction (a completion, or an invocation left
+            # outstanding): the transactions' process codes are the client ops' own
+            return _paired(index, cpos, P, Ty, is_tx, inv, (uniq, pc))
     order = _stable_order(P)  # by process, then position (cpos is increasing)
     sp, st, spos = P[order], Ty[order], cpos[order]
     same_prev = np.zeros(len(sp), bool)
@@ -596,13 +621,17 @@ def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.
     return _paired(index, cpos, P, Ty, is_tx, t_inv)
 
 
-def _paired(index, cpos, P, Ty, is_tx, inv) -> dict:
+def _paired(index, cpos, P, Ty, is_tx, inv, coded=None) -> dict:
     """The transactions (client ops ``is_tx``, their invocations' op positions ``inv``, -1 for
-    none) as :func:`_transactions` returns them."""
+    none) as :func:`_transactions` returns them. ``coded``: the client ops' processes already
+    coded (np.unique's pair)."""
     tpos, tinv = cpos[is_tx], inv[is_tx]
     tt = Ty[is_tx]
     ttype = np.where(tt == INVOKE, INFO, tt).astype(np.int8)  # an invocation as a transaction never completed
-    uniq, pcodes = _dense_codes(P[is_tx])
+    if coded is None:
+        uniq, pcodes = _dense_codes(P[is_tx])
+    else:
+        uniq, pcodes = coded[0], coded[1][is_tx]
     return {"tpos": tpos, "ttype": ttype, "t_index": index[tpos],
             "t_invoke": np.where(tinv >= 0, index[np.maximum(tinv, 0)], -1),
             "pcodes": pcodes.astype(np.int64), "processes": [int(x) for x in uniq], "pgroup": None}
@@ -725,6 +754,21 @@ class Times:
         return list(self) == list(other)
 
 
+def _dense_keys(m_key: np.ndarray) -> tuple[np.ndarray, list | None]:
+    """The scanner's keys as they are (``keys`` None) when they lie within 2^20 of each other,
+    else coded 0..n-1 with the table of keys (as the general parser interns them). Inference
+    looks (key, value) pairs up in direct tables when keys are dense, by binary search when
+    not: one key at 2^40 among keys counting from 0 (a planted anomaly) made every lookup of a
+    10^7-transaction history a binary search. Keys mostly far apart are left as they are:
+    sorting them to code them costs what the searches would."""
+    if not len(m_key) or int(m_key.max()) - int(m_key.min()) < _NEAR:
+        return m_key, None
+    coded = _dense_codes(m_key, sort_sparse=False)
+    if coded is None:
+        return m_key, None
+    return coded[1], coded[0].tolist()
+
+
 def parse_scanned(sc, workload: str) -> History | None:
     """A History from :func:`toki.check.jsonscan.scan` columns, or None where the general parser
     must decide (it then accepts the same history, or names the bad op)."""
@@ -750,7 +794,7 @@ def parse_scanned(sc, workload: str) -> History | None:
     m_f = sc.m_f[mi]
     if len(m_f) and not np.isin(m_f, _ALLOWED[workload]).all():
         return None
-    m_key = sc.m_key[mi].astype(np.int64)
+    m_key, keys = _dense_keys(sc.m_key[mi].astype(np.int64))
     vkind = sc.m_vkind[mi]
     sc.m_f = sc.m_key = sc.m_vkind = None
     is_read = m_f == R
@@ -773,7 +817,7 @@ def parse_scanned(sc, workload: str) -> History | None:
         wv = sc.m_val[mi[~is_read]].astype(np.int64)
         sc.elem = sc.m_len = sc.m_val = None
         del mi, vkind
-        return _list_append_history(n, tx, t_time, lens, m_f, m_key, None, wv, rk == 1, rl, elems, None)
+        return _list_append_history(n, tx, t_time, lens, m_f, m_key, keys, wv, rk == 1, rl, elems, None)
     if (rk == 2).any():
         return None  # a register read of a list
     rnil = rk == 1
@@ -781,5 +825,5 @@ def parse_scanned(sc, workload: str) -> History | None:
     wv = sc.m_val[mi[~is_read]].astype(np.int64)
     sc.elem = sc.m_len = sc.m_val = None
     del mi, vkind
-    return _rw_register_history(n, tx, t_time, lens, m_f, m_key, None, wv,
+    return _rw_register_history(n, tx, t_time, lens, m_f, m_key, keys, wv,
                                 np.zeros(int((~is_read).sum()), bool), rcodes, rnil, None)
