@@ -21,15 +21,16 @@ NONCYCLE = ("internal", "lost-update", "G1a", "G1b", "incompatible-order", "dirt
             "duplicate-elements", "cyclic-versions")
 
 
-def ops_of(workload, db, seed=3, txns=3000):
-    return list(plant(generate(workload=workload, txns=txns, keys=5, db=db, seed=seed, concurrency=6),
+def ops_of(workload, db, seed=3, txns=3000, keys=5):
+    return list(plant(generate(workload=workload, txns=txns, keys=keys, db=db, seed=seed, concurrency=6),
                       "g2-item", at=txns, workload=workload))
 
 
 @pytest.mark.parametrize("workload", ["list-append", "rw-register"])
-@pytest.mark.parametrize("db", DBS)
-def test_inference_in_key_slices_finds_what_whole_inference_finds(monkeypatch, workload, db):
-    ops = ops_of(workload, db)
+@pytest.mark.parametrize("db,keys", [(db, 5) for db in DBS] + [(DBS[-1], 300)])
+def test_inference_in_key_slices_finds_what_whole_inference_finds(monkeypatch, workload, db, keys):
+    """keys=300: a slice holds every twelfth key or so, which inference ranks (Codes.krank)."""
+    ops = ops_of(workload, db, keys=keys)
     whole = check([dict(o) for o in ops], workload, models=["serializable"])
     monkeypatch.setattr(partition, "SLICE_MOPS", 700)  # about a dozen slices
     sliced = check([dict(o) for o in ops], workload, models=["serializable"])
@@ -119,3 +120,20 @@ def test_slices_computed_in_a_forked_child_merge_to_what_one_process_finds(workl
     for a, b in zip(split["edges"], here["edges"]):
         assert np.array_equal(a.src, b.src) and np.array_equal(a.dst, b.dst)
     assert repr(split["anomalies"]) == repr(here["anomalies"]) and here["anomalies"]
+
+
+def test_pair_codes_rank_sparse_keys_and_decode_back():
+    from toki.check.list_append import Codes
+
+    rng = np.random.default_rng(7)
+    for stride in (1, 8, 1000):
+        keys = rng.integers(0, 200, 2000) * stride + 3
+        vals = rng.integers(-5, 40, 2000)
+        C = Codes(keys, vals)
+        assert (C.krank is not None) == (stride > 1)
+        codes = C.pair(keys, vals)
+        assert len(set(codes.tolist())) == len(set(zip(keys.tolist(), vals.tolist())))
+        assert C.key_of(codes).tolist() == keys.tolist()
+        assert C.key_of(C.init(keys)).tolist() == keys.tolist()
+        if stride > 1:  # ranked: dense enough for direct tables
+            assert int(codes.max()) - int(codes.min()) < 8 * len(set(codes.tolist())) + 4096

@@ -32,15 +32,29 @@ _BLOCK = 1 << 20  # elements per block of the prefix comparison
 
 
 class Codes:
-    """Packs (key, value) pairs into one int64 so joins are sorts and searches."""
+    """Packs (key, value) pairs into one int64 so joins are sorts and searches.
+
+    Keys are ranked when they are sparse (a slice of a partitioned history holds every eighth
+    key), so that the codes stay dense enough for direct tables (:func:`_finder`). Every key
+    packed must be among the ``keys`` given."""
 
     def __init__(self, keys: np.ndarray, vals: np.ndarray):
         self.kmin = int(keys.min()) if len(keys) else 0
         kmax = int(keys.max()) if len(keys) else 0
+        self.krank = self.kof = None
+        span = kmax - self.kmin + 1
+        if len(keys) and 64 < span <= 1 << 26:
+            seen = np.zeros(span, bool)
+            seen[keys - self.kmin] = True
+            kof = np.flatnonzero(seen)
+            if span > 2 * len(kof):
+                self.kof = kof + self.kmin
+                self.krank = np.cumsum(seen) - 1
+                span = len(kof)
         self.vmin = int(vals.min()) if len(vals) else 0
         vmax = int(vals.max()) if len(vals) else 0
         self.vr = vmax - self.vmin + 1
-        if (kmax - self.kmin + 1) * self.vr >= 2 ** 62:
+        if span * self.vr >= 2 ** 62:
             # sparse values: rank them first
             self.uniq = np.unique(vals)
             self.vmin, self.vr = 0, len(self.uniq) + 1
@@ -50,26 +64,40 @@ class Codes:
     def _v(self, v):
         return (np.searchsorted(self.uniq, v) if self.uniq is not None else v - self.vmin)
 
+    def _k(self, k):
+        k = np.asarray(k, np.int64) - self.kmin
+        return k if self.krank is None else self.krank[k]
+
     def pair(self, k, v):
-        return (np.asarray(k, np.int64) - self.kmin) * self.vr + self._v(np.asarray(v, np.int64))
+        return self._k(k) * self.vr + self._v(np.asarray(v, np.int64))
 
     def init(self, k):
         return -(np.asarray(k, np.int64) - self.kmin) - 1
 
+    def key_of(self, c):
+        """The key of codes from :meth:`pair` or :meth:`init`."""
+        c = np.asarray(c, np.int64)
+        packed = c // self.vr
+        if self.kof is not None:
+            packed = self.kof[np.where(c < 0, 0, packed)] - self.kmin
+        return np.where(c < 0, -c - 1, packed) + self.kmin
+
 
 def _finder(sorted_codes: np.ndarray, payload: np.ndarray):
-    """codes -> payload of the equal sorted code, or -1. A direct table when the codes are distinct,
-    non-negative and span at most about 8 per code (a gather instead of a binary search)."""
+    """codes -> payload of the equal sorted code, or -1. A direct table when the codes are distinct
+    and span at most about 8 per code (a gather instead of a binary search)."""
     n = len(sorted_codes)
-    if n and int(sorted_codes[0]) >= 0 and int(sorted_codes[-1]) < 8 * n + 4096 and \
+    if n and int(sorted_codes[-1]) - int(sorted_codes[0]) < 8 * n + 4096 and \
             (sorted_codes[1:] != sorted_codes[:-1]).all():
-        size = int(sorted_codes[-1]) + 1
+        lo = int(sorted_codes[0])
+        size = int(sorted_codes[-1]) - lo + 1
         tab = np.full(size, -1, np.int64)
-        tab[sorted_codes] = payload
+        tab[sorted_codes - lo] = payload
 
         def find(codes):
-            inr = (codes >= 0) & (codes < size)
-            return np.where(inr, tab[np.where(inr, codes, 0)], -1)
+            at = codes - lo
+            inr = (at >= 0) & (at < size)
+            return np.where(inr, tab[np.where(inr, at, 0)], -1)
         return find
 
     def search(codes):
@@ -156,8 +184,9 @@ def analyse(h: History) -> dict:
         last = np.r_[rk[pr][o][1:] != rk[pr][o][:-1], True]
         lr = pr[o[last]]
         lk = rk[lr]                                  # sorted
-        kp = np.minimum(np.searchsorted(lk, rk), len(lk) - 1)
-        has = lk[kp] == rk
+        kp = _finder(lk, np.arange(len(lk)))(rk)
+        has = kp >= 0
+        kp[~has] = 0
         L_of = np.where(has, lr[kp], -1)
         cmp = np.flatnonzero(has & r_poss & nonempty)
         # element-level prefix comparison against the longest read of the same key, in blocks of
@@ -359,9 +388,11 @@ def analyse(h: History) -> dict:
     rtx = r_txn[rsel][ro]
     vst = np.flatnonzero(np.r_[True, rvs[1:] != rvs[:-1]]) if len(rvs) else np.zeros(0, np.int64)
     if len(vst):                                  # the readers of each distinct version: a run of rvs
-        vp = np.minimum(np.searchsorted(rvs[vst], prev_code), len(vst) - 1)
+        vp = _finder(rvs[vst], np.arange(len(vst)))(prev_code)
+        found = vp >= 0
+        vp[~found] = 0
         lo = vst[vp]
-        cnt = np.where(rvs[lo] == prev_code, np.diff(np.r_[vst, len(rvs)])[vp], 0)
+        cnt = np.where(found, np.diff(np.r_[vst, len(rvs)])[vp], 0)
     else:
         lo = cnt = np.zeros(len(poss_a), np.int64)
     rep = np.repeat(np.arange(len(poss_a)), cnt)

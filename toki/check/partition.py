@@ -31,7 +31,7 @@ FORK_MOPS = 1_000_000
 _MOP_FIELDS = ("mop", "read_mop")
 
 
-def analyse(h: History, analyse_fn, *, slice_mops: int = SLICE_MOPS, fork: bool | None = None,
+def analyse(h: History, analyse_fn, *, slice_mops: int | None = None, fork: bool | None = None,
             meanwhile=None, **kw) -> dict:
     """``analyse_fn(h, **kw)`` on the whole history, or on slices of its keys when it is large,
     with the slices' edges and anomaly cases merged (in slice order, whoever computed them).
@@ -43,6 +43,7 @@ def analyse(h: History, analyse_fn, *, slice_mops: int = SLICE_MOPS, fork: bool 
     ``meanwhile()``, if given, runs here once, while the child works (or after the slices when
     there is none): other work over the History that is not per key."""
     M = len(h.m_txn)
+    slice_mops = SLICE_MOPS if slice_mops is None else slice_mops  # read now: tests lower it
     parts = -(-M // slice_mops) if slice_mops > 0 else 1
     can_fork = fork is not False and forked.available()
     if parts == 1 and can_fork and M >= FORK_MOPS:
@@ -108,11 +109,12 @@ def _shared(h: History, bucket: np.ndarray, parts: int, analyse_fn, kw: dict, me
 def _claimed(h: History, bucket: np.ndarray, fd: int, analyse_fn, kw: dict) -> list[tuple[int, dict]]:
     out = []
     while len(b := os.read(fd, 2)) == 2:
-        out += _slices(h, bucket, [int.from_bytes(b, "little")], analyse_fn, kw)
+        out += _slices(h, bucket, [int.from_bytes(b, "little")], analyse_fn, kw, trim_each=False)
+    trim()
     return out
 
 
-def _slices(h: History, bucket: np.ndarray, which, analyse_fn, kw: dict) -> list[tuple[int, dict]]:
+def _slices(h: History, bucket: np.ndarray, which, analyse_fn, kw: dict, trim_each: bool = True) -> list[tuple[int, dict]]:
     """``analyse_fn`` on each slice ``p`` in ``which``, its cases' micro-op positions the history's."""
     out = []
     for p in which:
@@ -125,7 +127,8 @@ def _slices(h: History, bucket: np.ndarray, which, analyse_fn, kw: dict) -> list
                "anomalies": {typ: _global_mops(typ, cases, sel) for typ, cases in res["anomalies"].items()}}
         out.append((p, res))
         del sub, sel
-        trim()
+        if trim_each:
+            trim()
     return out
 
 

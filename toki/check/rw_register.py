@@ -193,7 +193,7 @@ def analyse(h: History, *, wfr_keys=False, sequential_keys=False, linearizable_k
     hi1 = np.searchsorted(ws, va, "right")
     m = (hi1 > lo1) & has_w2
     w1 = E["txn"][xw[wo[lo1[m]]]] if m.any() else np.zeros(0, np.int64)
-    facts = _key_of(va, C), _val_of(va, C), _val_of(vb, C)  # one row per version edge, for ww and rw
+    facts = C.key_of(va), _val_of(va, C), _val_of(vb, C)  # one row per version edge, for ww and rw
     ww = EdgeSet(WW, w1, w2[m], *facts, np.flatnonzero(m))
     # rw: readers of va -> writer of vb
     ro, rs = index(xr_code)
@@ -223,11 +223,6 @@ def analyse(h: History, *, wfr_keys=False, sequential_keys=False, linearizable_k
             anomalies["lost-update"] = cases
     _ = g_info
     return {"edges": [ww, wr, rw], "anomalies": anomalies, "codes": C, "version_sources": used}
-
-
-def _key_of(c, C: Codes):
-    c = np.asarray(c, np.int64)
-    return np.where(c < 0, -c - 1, c // C.vr) + C.kmin
 
 
 def _val_of(c, C: Codes):
@@ -321,7 +316,7 @@ def _version_cycles(h: History, k, a, b, C: Codes) -> list[dict]:
     out = []
     for c in big.tolist():
         members = nodes[lab == c]
-        key = int(_key_of(members[:1], C)[0])
+        key = int(C.key_of(members[:1])[0])
         vals = [None if v == NONE else h.value(int(v)) for v in _val_of(members, C).tolist()]
         out.append({"key": h.key(key), "scc": vals})
     return out
