@@ -137,3 +137,18 @@ def test_pair_codes_rank_sparse_keys_and_decode_back():
         assert C.key_of(C.init(keys)).tolist() == keys.tolist()
         if stride > 1:  # ranked: dense enough for direct tables
             assert int(codes.max()) - int(codes.min()) < 8 * len(set(codes.tolist())) + 4096
+
+
+def test_an_edge_is_found_the_same_by_scan_and_by_index():
+    """EdgeSet.find scans for its first lookups and sorts an index after: both give the first
+    record of a -> b, or None."""
+    from toki.check.graph import WW, EdgeSet
+
+    rng = np.random.default_rng(11)
+    src, dst = rng.integers(0, 30, 400), rng.integers(0, 30, 400)
+    es = EdgeSet(WW, src, dst, src.copy(), dst.copy(), dst.copy())
+    for q in range(60):  # past the scans, into the index
+        a, b = int(rng.integers(0, 30)), int(rng.integers(0, 30))
+        want = [i for i in range(len(es.src)) if es.src[i] == a and es.dst[i] == b]
+        assert es.find(a, b) == (want[0] if want else None), q
+    assert es._order is not None

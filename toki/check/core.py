@@ -215,7 +215,9 @@ def _cycles(h: History, edge_sets, order, ord_bits, timeout) -> tuple[dict, int]
     cstarts = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1]])
     cends = np.r_[cstarts[1:], len(comp)]
     out: dict[str, list] = {}
-    by_rel = {e.rel: e for e in edge_sets}
+    by_rel: dict[int, list] = {}
+    for e in edge_sets:
+        by_rel.setdefault(e.rel, []).append(e)
     for a, b in zip(cstarts.tolist(), cends.tolist()):
         nodes = np.flatnonzero(lab == comp[a])
         ls = np.searchsorted(nodes, src[a:b])
@@ -279,8 +281,10 @@ def explain_cycle(h: History, typ: str, txns: list[int], cls: list[int], ob: lis
                                              f"at index {ib}"})
             continue
         rel = _CLASS_REL[c]
-        es = by_rel[rel]
-        j = es.find(a, b)
+        es, j = None, None
+        for es in by_rel[rel]:  # (one edge set per slice of keys, for a large history)
+            if (j := es.find(a, b)) is not None:
+                break
         step = {"type": G.REL_NAMES[rel]}
         f = es.facts(j) if j is not None else None
         p = int(es.pred[es.row(j)]) if f is not None and es.pred is not None else -1

@@ -175,23 +175,12 @@ def _predicate(idx, t: int, spec, result) -> PredicateRead:
 def analyse(h: PredicateHistory, **kw) -> dict:
     """rw-register's inference on the item micro-ops, plus the predicate reads' wr and rw edges."""
     from toki.check import rw_register
-    from toki.check.partition import merge
 
     res = rw_register.analyse(h, **kw)
-    wr_e, rw_e = _predicate_edges(h)
-    by = {e.rel: e for e in res["edges"]}
-    for e in (wr_e, rw_e):
-        if len(e.src):
-            by[e.rel] = merge([_tag(by[e.rel]), e]) if e.rel in by else e
-    res["edges"] = list(by.values())
+    # kept beside the item edge sets (the cycle search takes any number per relationship; an
+    # explanation looks in each in turn, item edges first)
+    res["edges"] = list(res["edges"]) + [e for e in _predicate_edges(h) if len(e.src)]
     return res
-
-
-def _tag(e: EdgeSet) -> EdgeSet:
-    """An item edge set with its fact rows marked as not from a predicate read."""
-    if e.key is not None and e.pred is None:
-        e.pred = np.full(len(e.key), -1, np.int64)
-    return e
 
 
 def _predicate_edges(h: PredicateHistory) -> tuple[EdgeSet, EdgeSet]:
