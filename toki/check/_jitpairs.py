@@ -1,4 +1,5 @@
-"""The loop of :func:`toki.check.history._transactions`, compiled by numba (importing this module
+"""The loops of :mod:`toki.check.history` over every op or micro-op of a large history (pairing
+invocations with completions, coding processes and keys), compiled by numba (importing this module
 imports numba)."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-INVOKE = 3
+INFO, INVOKE = 1, 3
 
 
 @njit(cache=True)
@@ -37,5 +38,59 @@ def pair(pcode, ty, nproc):
     return is_tx, inv, True
 
 
+@njit(cache=True)
+def collect(is_tx, inv, cpos, index, ty, pc):
+    """The transactions :func:`pair` marked, as :func:`toki.check.history._paired` returns
+    them: op positions, types (an invocation never completed is info), op indices, indices of
+    their invocations (-1: none) and process codes; one pass instead of a dozen masked copies."""
+    ntx = 0
+    for i in range(len(is_tx)):
+        if is_tx[i]:
+            ntx += 1
+    tpos = np.empty(ntx, np.int64)
+    ttype = np.empty(ntx, np.int8)
+    t_index = np.empty(ntx, np.int64)
+    t_invoke = np.empty(ntx, np.int64)
+    pcodes = np.empty(ntx, np.int64)
+    j = 0
+    for i in range(len(is_tx)):
+        if is_tx[i]:
+            p = cpos[i]
+            tpos[j] = p
+            ttype[j] = INFO if ty[i] == INVOKE else ty[i]
+            t_index[j] = index[p]
+            t_invoke[j] = index[cpos[inv[i]]] if inv[i] >= 0 else -1
+            pcodes[j] = pc[i]
+            j += 1
+    return tpos, ttype, t_index, t_invoke, pcodes
+
+
+@njit(cache=True)
+def near_codes(values, lo, near):
+    """Dense codes of the values within ``near`` of ``lo`` (the others -1), whether each value
+    lo + j is present, and how many values lie beyond: two passes and a table."""
+    seen = np.zeros(near, np.bool_)
+    nfar = 0
+    for v in values:
+        off = v - lo
+        if off < near:
+            seen[off] = True
+        else:
+            nfar += 1
+    table = np.empty(near, np.int64)
+    c = 0
+    for j in range(near):
+        table[j] = c
+        if seen[j]:
+            c += 1
+    codes = np.empty(len(values), np.int64)
+    for i in range(len(values)):
+        off = values[i] - lo
+        codes[i] = table[off] if off < near else -1
+    return codes, seen, nfar
+
+
 def warm() -> None:
-    pair(np.zeros(2, np.int64), np.array([3, 0], np.int8), 1)
+    is_tx, inv, _ = pair(np.zeros(2, np.int64), np.array([3, 0], np.int8), 1)
+    collect(is_tx, inv, np.arange(2), np.arange(2), np.array([3, 0], np.int8), np.zeros(2, np.int64))
+    near_codes(np.arange(3), 0, 4)

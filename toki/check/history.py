@@ -539,6 +539,12 @@ def _stable_order(P: np.ndarray) -> np.ndarray:
 _JIT_PAIRS = 1 << 22
 
 
+def _jit_pairs():
+    from toki.check import jit
+
+    return jit.kernels("_jitpairs")
+
+
 def _dense_codes(values: np.ndarray, sort_sparse: bool = True) -> tuple[np.ndarray, np.ndarray] | None:
     """np.unique(values, return_inverse=True), by counting the values within 2^20 of the
     smallest (processes: a handful to a few thousand) and sorting only the few beyond (Jepsen's
@@ -548,6 +554,19 @@ def _dense_codes(values: np.ndarray, sort_sparse: bool = True) -> tuple[np.ndarr
     if not len(values):
         return np.unique(values, return_inverse=True)
     lo = values.min()
+    k = _jit_pairs() if len(values) >= _JIT_PAIRS else None
+    if k is not None:
+        codes, seen, n_far = k.near_codes(values, lo, _NEAR)
+        if n_far > len(values) // 8:
+            return np.unique(values, return_inverse=True) if sort_sparse else None
+        nearest = np.flatnonzero(seen) + lo
+        if n_far:
+            fi = np.flatnonzero(codes < 0)
+            far = values[fi]
+            far_uniq = np.unique(far)
+            codes[fi] = len(nearest) + np.searchsorted(far_uniq, far)
+            nearest = np.concatenate([nearest, far_uniq])
+        return nearest, codes
     off = values - lo
     np.minimum(off, _NEAR, out=off)  # every far value in one bucket, sorted out after
     counts = np.bincount(off, minlength=_NEAR + 1)
@@ -579,19 +598,17 @@ def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.
     processes. Transactions are completions plus invocations that never complete (as info), in
     history order. ``proc_of(i)`` names op i's process in error messages."""
     Ty = tcode[cpos]
-    if len(cpos) >= _JIT_PAIRS:
-        from toki.check import jit
-
-        k = jit.kernels("_jitpairs")
-        if k is not None:
-            uniq, pc = _dense_codes(P)
-            is_tx, inv, ok = k.pair(pc, Ty, len(uniq))
-            if not ok:
-                return _transactions_overlapping(index, tcode, cpos, P)
-            inv = np.where(inv >= 0, cpos[np.maximum(inv, 0)], -1)  # client-op positions -> op positions
-            # every process of a client op has a transaction (a completion, or an invocation left
-            # outstanding): the transactions' process codes are the client ops' own
-            return _paired(index, cpos, P, Ty, is_tx, inv, (uniq, pc))
+    k = _jit_pairs() if len(cpos) >= _JIT_PAIRS else None
+    if k is not None:
+        uniq, pc = _dense_codes(P)
+        is_tx, inv, ok = k.pair(pc, Ty, len(uniq))
+        if not ok:
+            return _transactions_overlapping(index, tcode, cpos, P)
+        # every process of a client op has a transaction (a completion, or an invocation left
+        # outstanding): the transactions' process codes are the client ops' own
+        tpos, ttype, t_index, t_invoke, pcodes = k.collect(is_tx, inv, cpos, index, Ty, pc)
+        return {"tpos": tpos, "ttype": ttype, "t_index": t_index, "t_invoke": t_invoke, "pcodes": pcodes,
+                "processes": [int(x) for x in uniq], "pgroup": None}
     order = _stable_order(P)  # by process, then position (cpos is increasing)
     sp, st, spos = P[order], Ty[order], cpos[order]
     same_prev = np.zeros(len(sp), bool)
@@ -621,17 +638,13 @@ def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.
     return _paired(index, cpos, P, Ty, is_tx, t_inv)
 
 
-def _paired(index, cpos, P, Ty, is_tx, inv, coded=None) -> dict:
+def _paired(index, cpos, P, Ty, is_tx, inv) -> dict:
     """The transactions (client ops ``is_tx``, their invocations' op positions ``inv``, -1 for
-    none) as :func:`_transactions` returns them. ``coded``: the client ops' processes already
-    coded (np.unique's pair)."""
+    none) as :func:`_transactions` returns them (as ``_jitpairs.collect`` does, compiled)."""
     tpos, tinv = cpos[is_tx], inv[is_tx]
     tt = Ty[is_tx]
     ttype = np.where(tt == INVOKE, INFO, tt).astype(np.int8)  # an invocation as a transaction never completed
-    if coded is None:
-        uniq, pcodes = _dense_codes(P[is_tx])
-    else:
-        uniq, pcodes = coded[0], coded[1][is_tx]
+    uniq, pcodes = _dense_codes(P[is_tx])
     return {"tpos": tpos, "ttype": ttype, "t_index": index[tpos],
             "t_invoke": np.where(tinv >= 0, index[np.maximum(tinv, 0)], -1),
             "pcodes": pcodes.astype(np.int64), "processes": [int(x) for x in uniq], "pgroup": None}
@@ -774,10 +787,11 @@ def parse_scanned(sc, workload: str) -> History | None:
     must decide (it then accepts the same history, or names the bad op)."""
     n = sc.n_ops
     # the scanner's columns come narrowed (jsonscan.compact); the History's are int64, the list
-    # elements aside, since inference computes with them
-    index = sc.index.astype(np.int64) if sc.has_index else np.arange(n, dtype=np.int64)
+    # elements aside, since inference computes with them (copy=False: a column already int64,
+    # keys at 2^40 say, is not copied again)
+    index = sc.index.astype(np.int64, copy=False) if sc.has_index else np.arange(n, dtype=np.int64)
     cpos = np.flatnonzero(sc.client)
-    tx = _transactions(index, sc.type, cpos, sc.process[cpos].astype(np.int64), lambda i: int(sc.process[i]))
+    tx = _transactions(index, sc.type, cpos, sc.process[cpos].astype(np.int64, copy=False), lambda i: int(sc.process[i]))
     del index
     sc.index = sc.client = sc.process = None  # freed as soon as they are used
     tpos, ttype = tx["tpos"], tx["ttype"]
@@ -794,7 +808,7 @@ def parse_scanned(sc, workload: str) -> History | None:
     m_f = sc.m_f[mi]
     if len(m_f) and not np.isin(m_f, _ALLOWED[workload]).all():
         return None
-    m_key, keys = _dense_keys(sc.m_key[mi].astype(np.int64))
+    m_key, keys = _dense_keys(sc.m_key[mi].astype(np.int64, copy=False))
     vkind = sc.m_vkind[mi]
     sc.m_f = sc.m_key = sc.m_vkind = None
     is_read = m_f == R
@@ -805,7 +819,7 @@ def parse_scanned(sc, workload: str) -> History | None:
         if (rk == 0).any():
             return None  # a read of a number
         rm = mi[is_read]
-        rl = sc.m_len[rm].astype(np.int64)
+        rl = sc.m_len[rm].astype(np.int64, copy=False)
         if int(rl.sum()) == len(sc.elem):
             elems = sc.elem  # every list read belongs to a transaction (invocations read null)
         else:
@@ -814,15 +828,15 @@ def parse_scanned(sc, workload: str) -> History | None:
             elems = gather(sc.elem, e_off[rm], rl)
             del e_off
         del rm
-        wv = sc.m_val[mi[~is_read]].astype(np.int64)
+        wv = sc.m_val[mi[~is_read]].astype(np.int64, copy=False)
         sc.elem = sc.m_len = sc.m_val = None
         del mi, vkind
         return _list_append_history(n, tx, t_time, lens, m_f, m_key, keys, wv, rk == 1, rl, elems, None)
     if (rk == 2).any():
         return None  # a register read of a list
     rnil = rk == 1
-    rcodes = np.where(rnil, -1, sc.m_val[mi[is_read]].astype(np.int64))
-    wv = sc.m_val[mi[~is_read]].astype(np.int64)
+    rcodes = np.where(rnil, -1, sc.m_val[mi[is_read]].astype(np.int64, copy=False))
+    wv = sc.m_val[mi[~is_read]].astype(np.int64, copy=False)
     sc.elem = sc.m_len = sc.m_val = None
     del mi, vkind
     return _rw_register_history(n, tx, t_time, lens, m_f, m_key, keys, wv,
