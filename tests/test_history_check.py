@@ -41,7 +41,7 @@ def test_write_path_history_checks_as_elle_would(toki_server, guard):
         assert "serializable" in verdict["also_not"] or "serializable" in verdict["not"]
 
 
-@pytest.mark.parametrize("shape", ["dense", "planted-far", "sparse", "edge-of-near"])
+@pytest.mark.parametrize("shape", ["dense", "planted-far", "sparse", "int64-extremes", "edge-of-near"])
 def test_process_codes_are_np_unique_whatever_the_processes(shape):
     """Processes are coded by counting the near ones and sorting the far ones: the same codes
     np.unique gives, for dense processes, a few far ones (a planted anomaly's, at 2^30), all
@@ -50,7 +50,7 @@ def test_process_codes_are_np_unique_whatever_the_processes(shape):
 
     from toki.check.history import _NEAR, _dense_codes
 
-    rng = np.random.default_rng(["dense", "planted-far", "sparse", "edge-of-near"].index(shape))
+    rng = np.random.default_rng(len(shape))
     for _ in range(60):
         n = int(rng.integers(0, 3000))
         if shape == "dense":
@@ -59,6 +59,8 @@ def test_process_codes_are_np_unique_whatever_the_processes(shape):
             v = np.r_[rng.integers(3, 60, n), rng.integers(1 << 30, (1 << 30) + 3, int(rng.integers(1, 4)))]
         elif shape == "sparse":
             v = rng.integers(-(1 << 40), 1 << 40, n)
+        elif shape == "int64-extremes":  # value - smallest overflows int64
+            v = np.r_[rng.integers(0, 50, n), [np.iinfo(np.int64).min, np.iinfo(np.int64).max]]
         else:
             v = np.r_[rng.integers(0, 2 * _NEAR, n), [_NEAR, _NEAR - 1, 0]]
         v = rng.permutation(v.astype(np.int64))

@@ -554,6 +554,8 @@ def _dense_codes(values: np.ndarray, sort_sparse: bool = True) -> tuple[np.ndarr
     if not len(values):
         return np.unique(values, return_inverse=True)
     lo = values.min()
+    if int(values.max()) - int(lo) >= 1 << 62:  # value - lo would overflow int64
+        return np.unique(values, return_inverse=True) if sort_sparse else None
     k = _jit_pairs() if len(values) >= _JIT_PAIRS else None
     if k is not None:
         codes, seen, n_far = k.near_codes(values, lo, _NEAR)
