@@ -645,6 +645,31 @@ def test_the_run_a_search_reports_is_one_it_judged_and_counted(shrink):
     assert any(res.found is r for r in judged)
 
 
+@pytest.mark.parametrize("shrink", [False, True])
+def test_a_found_run_that_does_not_repeat_is_still_the_reported_one(shrink):
+    """An engine whose run under a tape does not repeat (a timing-dependent path under load):
+    here every tape is anomalous the first time only. Hypothesis confirms the example it reports
+    by running it again; the search must report the judged run, not fail as flaky."""
+    from toki.engines.registry import load_engine
+
+    with TrialRunner(load_engine(None, "tests.toy_engine:counter"), "increment") as runner:
+        runner.serial_outcomes()
+        trial, seen, judged = runner.trial, set(), []
+
+        def once(chooser):
+            key = tuple(getattr(chooser, "tape", ()))
+            if key in seen:  # the same tape again: this time it comes out serial
+                return trial(SerialChooser(["A", "B"]))
+            seen.add(key)
+            judged.append(trial(chooser))
+            return judged[-1]
+
+        runner.trial = once
+        res = search(runner, budget=30, seed=0, shrink=shrink)
+    assert res.found is not None and "lost-update" in res.found.anomalies[0]
+    assert any(res.found is r for r in judged)
+
+
 def test_finding_engine_bindings_survives_an_import_on_another_thread():
     """A library's thread may import while a run starts; the scan for engine code that bound
     threading.Lock under its own name must not trip over sys.modules growing. A collector

@@ -65,6 +65,11 @@ def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = Tr
 
     def anomalous(tape: list[int]) -> bool:
         nonlocal generating
+        if tuple(tape) in hits:
+            # Hypothesis runs the example it reports once more, to confirm it; a run need not
+            # repeat (LangMem under CI load did not: FlakyFailure, and the search crashed). The
+            # judged run stands, and is not run again.
+            return True
         r = runner.trial(TapeChooser(tape, rate))
         if generating:
             res.tried += 1
