@@ -84,31 +84,3 @@ def test_invocations_are_paired_as_by_sorting(monkeypatch, seed):
             assert want[k].dtype == got[k].dtype and np.array_equal(want[k], got[k]), k
         else:
             assert want[k] == got[k], k
-
-
-@pytest.mark.parametrize("shape", ["dense", "planted-far", "mostly-far", "int64-extremes", "edge-of-near"])
-def test_processes_and_keys_are_coded_as_np_unique_codes_them(monkeypatch, shape):
-    """The compiled coding (two passes and a table, the few far values sorted) against np.unique,
-    and ``sort_sparse=False`` declining values that are mostly far apart."""
-    monkeypatch.setattr(history, "_JIT_PAIRS", 0)
-    rng = np.random.default_rng(len(shape))
-    near = history._NEAR
-    for _ in range(40):
-        n = int(rng.integers(1, 3000))
-        if shape == "dense":
-            v = rng.integers(-20, 50, n)
-        elif shape == "planted-far":
-            v = np.r_[rng.integers(3, 60, n), rng.integers(1 << 30, (1 << 30) + 3, int(rng.integers(1, 4)))]
-        elif shape == "mostly-far":
-            v = rng.integers(-(1 << 40), 1 << 40, n)
-        elif shape == "int64-extremes":  # value - smallest overflows int64
-            v = np.r_[rng.integers(0, 50, n), [np.iinfo(np.int64).min, np.iinfo(np.int64).max]]
-        else:
-            v = np.r_[rng.integers(0, 2 * near, n), [near, near - 1, 0]]
-        v = rng.permutation(v.astype(np.int64))
-        want_uniq, want_codes = np.unique(v, return_inverse=True)
-        uniq, codes = history._dense_codes(v)
-        assert uniq.tolist() == want_uniq.tolist() and codes.tolist() == want_codes.tolist()
-        assert codes.dtype == np.int64
-        if shape == "mostly-far" and n > 16:
-            assert history._dense_codes(v, sort_sparse=False) is None

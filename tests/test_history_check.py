@@ -41,15 +41,23 @@ def test_write_path_history_checks_as_elle_would(toki_server, guard):
         assert "serializable" in verdict["also_not"] or "serializable" in verdict["not"]
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "compiled"])
 @pytest.mark.parametrize("shape", ["dense", "planted-far", "sparse", "int64-extremes", "edge-of-near"])
-def test_process_codes_are_np_unique_whatever_the_processes(shape):
-    """Processes are coded by counting the near ones and sorting the far ones: the same codes
-    np.unique gives, for dense processes, a few far ones (a planted anomaly's, at 2^30), all
-    far apart, and values right at the edge of the counted range."""
+def test_process_codes_are_np_unique_whatever_the_processes(monkeypatch, shape, compiled):
+    """Processes (and sparse keys) are coded by counting the near ones and sorting the far ones,
+    in numpy or in two compiled passes: the same codes np.unique gives, for dense processes, a few
+    far ones (a planted anomaly's, at 2^30), all far apart, values at int64's extremes (value -
+    smallest overflows) and values right at the edge of the counted range; with
+    ``sort_sparse=False``, values mostly far apart are declined."""
     import numpy as np
 
-    from toki.check.history import _NEAR, _dense_codes
+    from toki.check import history, jit
 
+    if compiled:
+        if jit.kernels("_jitpairs") is None:
+            pytest.skip("numba is not installed or cannot compile")
+        monkeypatch.setattr(history, "_JIT_PAIRS", 0)
+    near = history._NEAR
     rng = np.random.default_rng(len(shape))
     for _ in range(60):
         n = int(rng.integers(0, 3000))
@@ -59,12 +67,14 @@ def test_process_codes_are_np_unique_whatever_the_processes(shape):
             v = np.r_[rng.integers(3, 60, n), rng.integers(1 << 30, (1 << 30) + 3, int(rng.integers(1, 4)))]
         elif shape == "sparse":
             v = rng.integers(-(1 << 40), 1 << 40, n)
-        elif shape == "int64-extremes":  # value - smallest overflows int64
+        elif shape == "int64-extremes":
             v = np.r_[rng.integers(0, 50, n), [np.iinfo(np.int64).min, np.iinfo(np.int64).max]]
         else:
-            v = np.r_[rng.integers(0, 2 * _NEAR, n), [_NEAR, _NEAR - 1, 0]]
+            v = np.r_[rng.integers(0, 2 * near, n), [near, near - 1, 0]]
         v = rng.permutation(v.astype(np.int64))
-        uniq, codes = _dense_codes(v)
+        uniq, codes = history._dense_codes(v)
         want_uniq, want_codes = np.unique(v, return_inverse=True)
         assert uniq.tolist() == want_uniq.tolist()
-        assert codes.tolist() == want_codes.tolist()
+        assert codes.tolist() == want_codes.tolist() and codes.dtype == np.int64
+        if shape == "sparse" and n > 16:
+            assert history._dense_codes(v, sort_sparse=False) is None
