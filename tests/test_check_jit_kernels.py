@@ -1,17 +1,21 @@
 """The checker's compiled loops against its numpy paths: runs of positions (toki.check.runs) give
 numpy's arrays, value and dtype; invocations are paired with completions the same way
-(toki.check._jitpairs); and a check that takes every compiled loop gives the same verdict, edges
+(toki.check._jitpairs); list-append's (txn, key) groups are scanned the same way
+(toki.check._jitappend); and a check that takes every compiled loop gives the same verdict, edges
 and cases as one that takes none."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
-from toki.check import check, history, jit, runs
+from toki.check import check, history, jit, list_append, runs
 from toki.check.gen import generate, plant
+from toki.check.history import APPEND, R
 
-pytestmark = pytest.mark.skipif(jit.kernels("_jitruns") is None or jit.kernels("_jitpairs") is None,
+pytestmark = pytest.mark.skipif(any(jit.kernels(k) is None for k in ("_jitruns", "_jitpairs", "_jitappend")),
                                 reason="numba is not installed or cannot compile")
 
 
@@ -21,12 +25,12 @@ def compiled(monkeypatch):
 
 
 def numpy_only(fn, *a):
-    old = runs.JIT_MIN
-    runs.JIT_MIN = 1 << 62
+    old = runs.JIT_MIN, list_append.GROUPS_JIT_MIN
+    runs.JIT_MIN = list_append.GROUPS_JIT_MIN = 1 << 62
     try:
         return fn(*a)
     finally:
-        runs.JIT_MIN = old
+        runs.JIT_MIN, list_append.GROUPS_JIT_MIN = old
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.bool_])
@@ -50,7 +54,28 @@ def test_a_check_through_the_compiled_loops_is_the_same(monkeypatch, workload, d
     want = numpy_only(lambda: check(ops, workload=workload))
     monkeypatch.setattr(runs, "JIT_MIN", 0)
     monkeypatch.setattr(history, "_JIT_PAIRS", 0)
+    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 0)
     assert check(ops, workload=workload) == want
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_groups_are_scanned_as_by_numpy(monkeypatch, seed):
+    """Groups of one to many micro-ops, reads of known and unknown (-1) length, appends only,
+    reads only, a read first or last; every field the per-group checks read."""
+    rng = np.random.default_rng(seed)
+    M = int(rng.integers(1, 300))
+    txn = np.sort(rng.integers(0, max(1, M // 3), M))
+    key = rng.integers(0, 4, M)
+    m_f = rng.choice([R, APPEND], M).astype(np.int8)
+    mop_rlen = np.where(m_f == R, rng.integers(-1, 9, M), -1).astype(np.int64)
+    h = SimpleNamespace(m_txn=txn, m_key=key, m_f=m_f)  # what the group order and scan read
+    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 1 << 62)
+    want = list_append.Groups(h, mop_rlen)
+    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 0)
+    got = list_append.Groups(h, mop_rlen)
+    for f in ("go", "newg", "gid", "gstart", "prevr", "prevmax", "fr", "lw"):
+        a, b = getattr(want, f), getattr(got, f)
+        assert a.dtype == b.dtype and np.array_equal(a, b), f
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -84,3 +109,35 @@ def test_invocations_are_paired_as_by_sorting(monkeypatch, seed):
             assert want[k].dtype == got[k].dtype and np.array_equal(want[k], got[k]), k
         else:
             assert want[k] == got[k], k
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_longest_reads_are_found_as_by_sorting(monkeypatch, seed):
+    """Per key the longest read, the last of equally long ones; keys negative, sparse or one."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 200))
+    rk = rng.choice(rng.integers(-50, 400, int(rng.integers(1, 30))), n).astype(np.int64)
+    rlen = rng.integers(0, 6, n).astype(np.int64)
+    pr = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False)).astype(np.int64)
+    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 1 << 62)
+    want = list_append._longest_reads(rk, rlen, pr)
+    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 0)
+    got = list_append._longest_reads(rk, rlen, pr)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_readers_of_each_version_are_found_as_by_sorting(monkeypatch, seed):
+    """Versions read by many, by none, wanted twice or never; negative codes (an initial state)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 150))
+    codes = rng.integers(-20, 60, int(rng.integers(1, 25)))
+    rv = rng.choice(codes, n).astype(np.int64)
+    rtx = rng.integers(0, 1000, n).astype(np.int64)
+    want = rng.choice(np.r_[codes, [-99, 500]], int(rng.integers(0, 60))).astype(np.int64)
+    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 1 << 62)
+    want_rep, want_srcs = list_append._readers_of(rv, rtx, want)
+    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 0)
+    rep, srcs = list_append._readers_of(rv, rtx, want)
+    for a, b in ((want_rep, rep), (want_srcs, srcs)):
+        assert a.dtype == b.dtype and np.array_equal(a, b)

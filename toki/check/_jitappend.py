@@ -1,0 +1,105 @@
+"""List-append inference's loops, compiled by numba (importing this module imports numba): the
+(txn, key) group scan of :class:`toki.check.list_append.Groups`, and the longest read of each key
+(:func:`toki.check.list_append._longest_reads`), and the readers of each version
+(:func:`toki.check.list_append._readers_of`)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from toki.check.history import APPEND, R
+
+
+@njit(cache=True)
+def scan(newg, f, rlen):
+    M = len(newg)
+    G = 0
+    for i in range(M):
+        G += newg[i]
+    gid = np.empty(M, np.int64)
+    gstart = np.empty(M, np.int64)
+    prevr = np.empty(M, np.int64)
+    prevmax = np.empty(M, np.int64)
+    fr = np.full(G, -1, np.int64)
+    lw = np.full(G, -1, np.int64)
+    g, s, lastr, run = -1, 0, -1, -1
+    for i in range(M):
+        if newg[i]:
+            g += 1
+            s = i
+            run = -1
+        gid[i] = g
+        gstart[i] = s
+        prevr[i] = lastr
+        prevmax[i] = run
+        if f[i] == R:
+            lastr = i
+            if fr[g] < 0:
+                fr[g] = i
+            if rlen[i] > run:
+                run = rlen[i]
+        elif f[i] == APPEND:
+            lw[g] = i
+    return gid, gstart, prevr, prevmax, fr, lw
+
+
+@njit(cache=True)
+def longest(rk, rlen, pr, kmin, span):
+    best = np.full(span, -1, np.int64)
+    n = 0
+    for j in range(len(pr)):
+        r = pr[j]
+        k = rk[r] - kmin
+        b = best[k]
+        if b < 0:
+            n += 1
+            best[k] = r
+        elif rlen[r] >= rlen[b]:  # pr ascends: the later of two as long
+            best[k] = r
+    lr = np.empty(n, np.int64)
+    j = 0
+    for k in range(span):
+        if best[k] >= 0:
+            lr[j] = best[k]
+            j += 1
+    return lr
+
+
+@njit(cache=True)
+def readers(rv, rtx, want, lo, span):
+    start = np.zeros(span + 1, np.int64)
+    for i in range(len(rv)):
+        start[rv[i] - lo + 1] += 1
+    for c in range(span):
+        start[c + 1] += start[c]
+    by = np.empty(len(rv), rtx.dtype)  # the readers, stably grouped by version
+    fill = start[:-1].copy()
+    for i in range(len(rv)):
+        c = rv[i] - lo
+        by[fill[c]] = rtx[i]
+        fill[c] += 1
+    total = 0
+    for j in range(len(want)):
+        c = want[j] - lo
+        if 0 <= c < span:
+            total += start[c + 1] - start[c]
+    rep = np.empty(total, np.int64)
+    srcs = np.empty(total, rtx.dtype)
+    k = 0
+    for j in range(len(want)):
+        c = want[j] - lo
+        if 0 <= c < span:
+            for q in range(start[c], start[c + 1]):
+                rep[k] = j
+                srcs[k] = by[q]
+                k += 1
+    return rep, srcs
+
+
+def warm() -> None:
+    """Compile (or load from the cache) before any fork."""
+    z = np.zeros(1, np.int64)
+    scan(np.ones(1, np.bool_), np.zeros(1, np.int8), z)
+    longest(z, z, z, 0, 1)
+    readers(z, z, z, 0, 1)
