@@ -141,3 +141,22 @@ def test_readers_of_each_version_are_found_as_by_sorting(monkeypatch, seed):
     rep, srcs = list_append._readers_of(rv, rtx, want)
     for a, b in ((want_rep, rep), (want_srcs, srcs)):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_groups_are_ordered_as_by_sorting(monkeypatch, seed):
+    """Transactions of one to many micro-ops (past the insertion sort's 32), repeated keys, keys
+    negative; micro-ops out of transaction order fall back to the sort."""
+    rng = np.random.default_rng(seed)
+    M = int(rng.integers(1, 400))
+    txn = np.sort(rng.integers(0, max(1, M // int(rng.choice([2, 50]))), M)).astype(np.int64)
+    if seed % 5 == 0:
+        txn = rng.permutation(txn)
+    key = rng.integers(-5, 6, M).astype(np.int64)
+    h = SimpleNamespace(m_txn=txn, m_key=key)
+    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 1 << 62)
+    want = list_append._group_order(h)
+    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 0)
+    got = list_append._group_order(h)
+    for a, b in zip(want, got):
+        assert a.dtype == b.dtype and np.array_equal(a, b)

@@ -1,5 +1,5 @@
 """List-append inference's loops, compiled by numba (importing this module imports numba): the
-(txn, key) group scan of :class:`toki.check.list_append.Groups`, and the longest read of each key
+(txn, key) group order and scan of :class:`toki.check.list_append.Groups`, and the longest read of each key
 (:func:`toki.check.list_append._longest_reads`), and the readers of each version
 (:func:`toki.check.list_append._readers_of`)."""
 
@@ -12,7 +12,37 @@ from toki.check.history import APPEND, R
 
 
 @njit(cache=True)
-def scan(newg, f, rlen):
+def group_order(m_txn, m_key):
+    """Positions in (txn, key) order, stable, where each group starts, and True; False (and
+    empty arrays) when ``m_txn`` does not ascend (then the caller sorts)."""
+    M = len(m_txn)
+    for i in range(1, M):
+        if m_txn[i] < m_txn[i - 1]:
+            return np.empty(0, np.int64), np.empty(0, np.bool_), False
+    o = np.arange(M)
+    a = 0
+    while a < M:
+        b = a + 1
+        while b < M and m_txn[b] == m_txn[a]:
+            b += 1
+        if b - a > 32:  # a long transaction: merge sort, stable
+            o[a:b] = a + np.argsort(m_key[a:b], kind="mergesort")
+        else:
+            for i in range(a + 1, b):  # insertion sort of a few micro-ops, stable
+                j = i
+                while j > a and m_key[o[j - 1]] > m_key[i]:
+                    o[j] = o[j - 1]
+                    j -= 1
+                o[j] = i
+        a = b
+    newg = np.empty(M, np.bool_)
+    for i in range(M):
+        newg[i] = i == 0 or m_txn[o[i]] != m_txn[o[i - 1]] or m_key[o[i]] != m_key[o[i - 1]]
+    return o, newg, True
+
+
+@njit(cache=True)
+def scan(go, newg, m_f, mop_rlen):
     M = len(newg)
     G = 0
     for i in range(M):
@@ -33,13 +63,15 @@ def scan(newg, f, rlen):
         gstart[i] = s
         prevr[i] = lastr
         prevmax[i] = run
-        if f[i] == R:
+        f = m_f[go[i]]
+        if f == R:
             lastr = i
             if fr[g] < 0:
                 fr[g] = i
-            if rlen[i] > run:
-                run = rlen[i]
-        elif f[i] == APPEND:
+            rl = mop_rlen[go[i]]
+            if rl > run:
+                run = rl
+        elif f == APPEND:
             lw[g] = i
     return gid, gstart, prevr, prevmax, fr, lw
 
@@ -100,6 +132,7 @@ def readers(rv, rtx, want, lo, span):
 def warm() -> None:
     """Compile (or load from the cache) before any fork."""
     z = np.zeros(1, np.int64)
-    scan(np.ones(1, np.bool_), np.zeros(1, np.int8), z)
+    group_order(z, z)
+    scan(z, np.ones(1, np.bool_), np.zeros(1, np.int8), z)
     longest(z, z, z, 0, 1)
     readers(z, z, z, 0, 1)

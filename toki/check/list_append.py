@@ -127,13 +127,14 @@ class Groups:
 
         self.go, self.newg = go, newg = _group_order(h)
         M = len(go)
-        f = h.m_f[go]
-        rlen = mop_rlen[go]
         k = jit.kernels("_jitappend") if M >= GROUPS_JIT_MIN else None
         if k is not None:
             self.gid, self.gstart, self.prevr, self.prevmax, self.fr, self.lw = k.scan(
-                np.ascontiguousarray(newg), np.ascontiguousarray(f, np.int8), np.ascontiguousarray(rlen, np.int64))
+                np.ascontiguousarray(go, np.int64), np.ascontiguousarray(newg), np.ascontiguousarray(h.m_f, np.int8),
+                np.ascontiguousarray(mop_rlen, np.int64))
             return
+        f = h.m_f[go]
+        rlen = mop_rlen[go]
         ar = np.arange(M)
         self.gid = gid = np.cumsum(newg) - 1
         self.gstart = np.maximum.accumulate(np.where(newg, ar, 0)) if M else np.zeros(0, np.int64)
@@ -250,10 +251,17 @@ def _readers_of(rv: np.ndarray, rtx: np.ndarray, want: np.ndarray) -> tuple[np.n
 
 def _group_order(h: History) -> tuple[np.ndarray, np.ndarray]:
     """Mops sorted by (txn, key), keeping their order inside a transaction; group starts."""
+    from toki.check import jit
+
     m_txn, m_key = h.m_txn, h.m_key
     M = len(m_txn)
     if M == 0:
         return np.zeros(0, np.int64), np.zeros(0, bool)
+    k = jit.kernels("_jitappend") if M >= GROUPS_JIT_MIN else None
+    if k is not None:  # micro-ops come in transaction order: each transaction's few sorted by key
+        o, newg, ascends = k.group_order(np.ascontiguousarray(m_txn, np.int64), np.ascontiguousarray(m_key, np.int64))
+        if ascends:
+            return o, newg
     kmin = int(m_key.min())
     span = int(m_key.max()) - kmin + 1
     if span * (int(m_txn[-1]) + 1) < 2 ** 62:
