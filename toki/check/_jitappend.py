@@ -1,5 +1,6 @@
 """List-append inference's loops, compiled by numba (importing this module imports numba): the
-(txn, key) group order and scan of :class:`toki.check.list_append.Groups`, and the longest read of each key
+(txn, key) group order (:func:`toki.check.list_append.group_order`) and the scan of
+:class:`toki.check.list_append.Groups`, and the longest read of each key
 (:func:`toki.check.list_append._longest_reads`), and the readers of each version
 (:func:`toki.check.list_append._readers_of`)."""
 

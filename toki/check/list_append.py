@@ -113,7 +113,7 @@ GROUPS_JIT_MIN = 1 << 20
 
 
 class Groups:
-    """The micro-ops in (txn, key) group order (:func:`_group_order`), and what the per-group
+    """The micro-ops in (txn, key) group order (:func:`group_order`), and what the per-group
     checks (future-read, internal, lost-update) read off it, per position ``i`` of that order:
     ``gid`` (its group), ``gstart`` (its group's first position), ``prevr`` (the last read before
     ``i``, in any group, or -1), ``prevmax`` (the longest known read before ``i`` in its group, or
@@ -125,7 +125,7 @@ class Groups:
     def __init__(self, h: History, mop_rlen: np.ndarray):
         from toki.check import jit
 
-        self.go, self.newg = go, newg = _group_order(h)
+        self.go, self.newg = go, newg = group_order(h.m_txn, h.m_key)
         M = len(go)
         k = jit.kernels("_jitappend") if M >= GROUPS_JIT_MIN else None
         if k is not None:
@@ -249,11 +249,11 @@ def _readers_of(rv: np.ndarray, rtx: np.ndarray, want: np.ndarray) -> tuple[np.n
     return np.repeat(np.arange(len(want)), cnt), gather(rtx, lo, cnt)
 
 
-def _group_order(h: History) -> tuple[np.ndarray, np.ndarray]:
-    """Mops sorted by (txn, key), keeping their order inside a transaction; group starts."""
+def group_order(m_txn: np.ndarray, m_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mops sorted by (txn, key), keeping their order inside a transaction; group starts.
+    (rw-register's external reads and writes are read off the same order.)"""
     from toki.check import jit
 
-    m_txn, m_key = h.m_txn, h.m_key
     M = len(m_txn)
     if M == 0:
         return np.zeros(0, np.int64), np.zeros(0, bool)
@@ -264,7 +264,7 @@ def _group_order(h: History) -> tuple[np.ndarray, np.ndarray]:
             return o, newg
     kmin = int(m_key.min())
     span = int(m_key.max()) - kmin + 1
-    if span * (int(m_txn[-1]) + 1) < 2 ** 62:
+    if span * (int(m_txn.max()) - min(int(m_txn.min()), 0) + 1) < 2 ** 62:
         o = np.argsort(m_txn * span + (m_key - kmin), kind="stable")
     else:
         o = np.lexsort((np.arange(M), m_key, m_txn))

@@ -22,7 +22,7 @@ import numpy as np
 
 from toki.check.graph import NONE, RW, WR, WW, EdgeSet, realtime_edges, scc_labels
 from toki.check.history import FAIL, INFO, OK, History, R, W
-from toki.check.list_append import Codes
+from toki.check.list_append import Codes, group_order
 from toki.check.runs import gather
 from toki.errors import HistoryError
 
@@ -30,10 +30,7 @@ NIL = -1
 
 
 def _groups(m_txn, m_key):
-    M = len(m_txn)
-    o = np.lexsort((np.arange(M), m_key, m_txn))
-    st, sk = m_txn[o], m_key[o]
-    newg = np.r_[True, (st[1:] != st[:-1]) | (sk[1:] != sk[:-1])] if M else np.zeros(0, bool)
+    o, newg = group_order(m_txn, m_key)
     gid = np.cumsum(newg) - 1
     return o, newg, gid
 
