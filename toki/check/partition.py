@@ -81,7 +81,8 @@ def _shared(h: History, bucket: np.ndarray, parts: int, analyse_fn, kw: dict, me
     slice each, the process running ``meanwhile`` finished 5-6 s after the child at 10^7)."""
     from toki.check import jit
 
-    jit.kernels("_jitruns")  # compiled (or loaded) once, here, before the child is forked
+    for name in ("_jitruns", "_jitappend"):  # compiled (or loaded) once, here, before the child is forked
+        jit.kernels(name)
     r, w = os.pipe()
     kid = None
     try:
