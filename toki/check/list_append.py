@@ -89,16 +89,7 @@ def _finder(sorted_codes: np.ndarray, payload: np.ndarray):
     n = len(sorted_codes)
     if n and int(sorted_codes[-1]) - int(sorted_codes[0]) < 8 * n + 4096 and \
             (sorted_codes[1:] != sorted_codes[:-1]).all():
-        lo = int(sorted_codes[0])
-        size = int(sorted_codes[-1]) - lo + 1
-        tab = np.full(size, -1, np.int64)
-        tab[sorted_codes - lo] = payload
-
-        def find(codes):
-            at = codes - lo
-            inr = (at >= 0) & (at < size)
-            return np.where(inr, tab[np.where(inr, at, 0)], -1)
-        return find
+        return _table(sorted_codes, payload, int(sorted_codes[0]), int(sorted_codes[-1]))
 
     def search(codes):
         if n == 0:
@@ -108,7 +99,21 @@ def _finder(sorted_codes: np.ndarray, payload: np.ndarray):
     return search
 
 
-#: from this many micro-ops the group scan is one compiled pass (toki.check._jitappend)
+def _table(codes: np.ndarray, payload: np.ndarray, lo: int, hi: int):
+    """codes -> payload through a direct table over [lo, hi] (distinct codes), or -1."""
+    size = hi - lo + 1
+    tab = np.full(size, -1, np.int64)
+    tab[codes - lo] = payload
+
+    def find(q):
+        at = q - lo
+        inr = (at >= 0) & (at < size)
+        return np.where(inr, tab[np.where(inr, at, 0)], -1)
+    return find
+
+
+#: from this many micro-ops (reads, for the longest reads and the readers of each version) the
+#: loops of toki.check._jitappend are compiled; numpy below it (importing numba costs 0.5 s)
 GROUPS_JIT_MIN = 1 << 20
 
 
@@ -118,7 +123,7 @@ class Groups:
     ``gid`` (its group), ``gstart`` (its group's first position), ``prevr`` (the last read before
     ``i``, in any group, or -1), ``prevmax`` (the longest known read before ``i`` in its group, or
     -1); and per group, ``fr`` (its first read) and ``lw`` (its last append), or -1. Each was a
-    segmented scan in numpy (a cumulative max or a masked search over every micro-op, 0.6 s a
+    segmented scan in numpy (a cumulative max or a masked search over every micro-op, 0.7 s a
     slice of 4 million at 10^7 transactions); from :data:`GROUPS_JIT_MIN` micro-ops they are one
     compiled pass."""
 
@@ -169,15 +174,7 @@ def _index_of(codes: np.ndarray):
     if n:
         lo, hi = int(codes.min()), int(codes.max())
         if hi - lo < 8 * n + 4096:
-            size = hi - lo + 1
-            tab = np.full(size, -1, np.int64)
-            tab[codes - lo] = np.arange(n)
-
-            def find(q):
-                at = q - lo
-                inr = (at >= 0) & (at < size)
-                return np.where(inr, tab[np.where(inr, at, 0)], -1)
-            return find
+            return _table(codes, np.arange(n), lo, hi)
     o = np.argsort(codes)
     return _finder(codes[o], o)
 
