@@ -136,9 +136,9 @@ def test_readers_of_each_version_are_found_as_by_sorting(monkeypatch, seed):
     rtx = rng.integers(0, 1000, n).astype(np.int64)
     want = rng.choice(np.r_[codes, [-99, 500]], int(rng.integers(0, 60))).astype(np.int64)
     monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 1 << 62)
-    want_rep, want_srcs = list_append._readers_of(rv, rtx, want)
+    want_rep, want_srcs = list_append.readers_of(rv, rtx, want)
     monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 0)
-    rep, srcs = list_append._readers_of(rv, rtx, want)
+    rep, srcs = list_append.readers_of(rv, rtx, want)
     for a, b in ((want_rep, rep), (want_srcs, srcs)):
         assert a.dtype == b.dtype and np.array_equal(a, b)
 

@@ -2,7 +2,7 @@
 (txn, key) group order (:func:`toki.check.list_append.group_order`) and the scan of
 :class:`toki.check.list_append.Groups`, and the longest read of each key
 (:func:`toki.check.list_append._longest_reads`), and the readers of each version
-(:func:`toki.check.list_append._readers_of`)."""
+(:func:`toki.check.list_append.readers_of`)."""
 
 from __future__ import annotations
 

@@ -216,7 +216,7 @@ def _longest_reads(rk: np.ndarray, rlen: np.ndarray, pr: np.ndarray) -> np.ndarr
     return pr[o[last]]
 
 
-def _readers_of(rv: np.ndarray, rtx: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def readers_of(rv: np.ndarray, rtx: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each version code ``want[j]``, every reader of it: ``rtx[i]`` for ``rv[i] == want[j]``
     in ``i`` order. Returned as (j repeated once per reader, the readers), j ascending. In numpy a
     stable sort of the reads by version and a search per ``want``; from :data:`GROUPS_JIT_MIN`
@@ -519,7 +519,7 @@ def analyse(h: History) -> dict:
     # rw: readers of the previous version -> appender
     vcode = np.where(nonempty, last_code, C.init(rk))
     rsel = np.flatnonzero(r_poss)
-    rep, srcs = _readers_of(vcode[rsel], r_txn[rsel], prev_code)
+    rep, srcs = readers_of(vcode[rsel], r_txn[rsel], prev_code)
     rw = EdgeSet(RW, srcs, a_txn[rep], a_key, prev_val, a_val, rep)
 
     internal = _internal_cases(h, gr, ri, rows)

@@ -22,8 +22,7 @@ import numpy as np
 
 from toki.check.graph import NONE, RW, WR, WW, EdgeSet, realtime_edges, scc_labels
 from toki.check.history import FAIL, INFO, OK, History, R, W
-from toki.check.list_append import Codes, group_order
-from toki.check.runs import gather
+from toki.check.list_append import Codes, group_order, readers_of
 from toki.errors import HistoryError
 
 NIL = -1
@@ -192,13 +191,9 @@ def analyse(h: History, *, wfr_keys=False, sequential_keys=False, linearizable_k
     w1 = E["txn"][xw[wo[lo1[m]]]] if m.any() else np.zeros(0, np.int64)
     facts = C.key_of(va), _val_of(va, C), _val_of(vb, C)  # one row per version edge, for ww and rw
     ww = EdgeSet(WW, w1, w2[m], *facts, np.flatnonzero(m))
-    # rw: readers of va -> writer of vb
-    ro, rs = index(xr_code)
-    lo2 = np.searchsorted(rs, va, "left")
-    hi2 = np.searchsorted(rs, va, "right")
-    cnt = np.where(has_w2, hi2 - lo2, 0)
-    rep = np.repeat(np.arange(len(va)), cnt)
-    readers = E["txn"][xr[gather(ro, lo2, cnt)]]
+    # rw: readers of va -> writer of vb (none where vb has no writer: a code no read has)
+    none = int(xr_code.min()) - 1 if len(xr_code) else 0
+    rep, readers = readers_of(xr_code, E["txn"][xr], np.where(has_w2, va, none))
     rw = EdgeSet(RW, readers, w2[rep], *facts, rep)
 
     # --- lost update: ok txns that externally read k = v and then write k ---
