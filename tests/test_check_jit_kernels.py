@@ -159,3 +159,20 @@ def test_groups_are_ordered_as_by_sorting(monkeypatch, seed):
     got = list_append.group_order(txn, key)
     for a, b in zip(want, got):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("workload", ["list-append", "rw-register"])
+@pytest.mark.parametrize("ops", [
+    [],
+    [{"type": "invoke", "process": 0, "f": "txn", "value": [["append", 1, 1]], "index": 0},
+     {"type": "fail", "process": 0, "f": "txn", "value": [["append", 1, 1]], "index": 1}],
+], ids=["empty", "only-failed"])
+def test_a_history_with_nothing_to_judge_is_not_valid_through_the_compiled_loops(monkeypatch, workload, ops):
+    """Told nothing, the compiled paths decide what numpy's do: not valid (unknown), never valid."""
+    if workload == "rw-register":
+        ops = [dict(o, value=[["w", 1, 1]]) for o in ops]
+    want = numpy_only(lambda: check(ops, workload=workload))
+    for mod, attr in ((runs, "JIT_MIN"), (history, "_JIT_PAIRS"), (list_append, "GROUPS_JIT_MIN")):
+        monkeypatch.setattr(mod, attr, 0)
+    got = check(ops, workload=workload)
+    assert got == want and got["valid"] is not True
