@@ -4,6 +4,8 @@ calibrated preset."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import find, given, settings
 
@@ -26,14 +28,33 @@ def test_interleaving_constraints_hold(order):
     assert order.index(("CB", 2)) < order.index(("A", 2))
 
 
+def _merges(a: int, b: int):
+    """Every interleaving of T1 (a steps) and T2 (b steps) that keeps each program's order."""
+    for slots in itertools.combinations(range(a + b), a):
+        pos, order = {"T1": 0, "T2": 0}, []
+        for k in range(a + b):
+            s = "T1" if k in slots else "T2"
+            order.append((s, pos[s]))
+            pos[s] += 1
+        yield order
+
+
 def test_interleavings_shrink_toward_fewer_context_switches():
-    # T1 starts, and T2 starts before T1 ends: the minimal such interleaving switches exactly twice
-    order = find(ps.interleavings({"T1": 4, "T2": 4}),
-                 lambda o: o[0][0] == "T1" and o.index(("T2", 0)) < o.index(("T1", 3)),
-                 settings=settings(database=None))
-    assert ps.context_switches(order) == 2
-    serial = find(ps.interleavings({"T1": 4, "T2": 4}), lambda o: True, settings=settings(database=None))
-    assert ps.context_switches(serial) == 1
+    # T1 starts, and T2 starts before T1 ends. Shrinking is a local search: with random
+    # generation it can stop at 3 switches (about 1 run in 17 here), so the search is
+    # derandomised (the same examples, the same shrink, every run) and its result is compared
+    # with the minimum found by enumerating all 70 merges.
+    def overlapping(o):
+        return o[0][0] == "T1" and o.index(("T2", 0)) < o.index(("T1", 3))
+
+    fewest = min(ps.context_switches(o) for o in _merges(4, 4) if overlapping(o))
+    assert fewest == 2  # T1 runs a prefix, T2 runs, T1 finishes
+    quiet = settings(database=None, derandomize=True)
+    order = find(ps.interleavings({"T1": 4, "T2": 4}), overlapping, settings=quiet)
+    assert overlapping(order) and ps.context_switches(order) == fewest, order
+    # the simplest example of all (every choice at its minimum) is a serial execution
+    serial = find(ps.interleavings({"T1": 4, "T2": 4}), lambda o: True, settings=quiet)
+    assert ps.context_switches(serial) == min(ps.context_switches(o) for o in _merges(4, 4)) == 1
 
 
 def test_interleavings_reject_bad_input():
