@@ -212,6 +212,7 @@ class LockedJson(_Base):
 
 
 _IMPORT_LOCK = threading.Lock()
+_HIDDEN_LOCKS = [threading.Lock()]  # inside a list: no trial can find it to swap it
 
 
 class ImportLockJson(LockedJson):
@@ -219,6 +220,26 @@ class ImportLockJson(LockedJson):
 
     def open(self, location):
         return {"path": Path(location) / "c.json", "lock": _IMPORT_LOCK}
+
+
+class HiddenLockJson(LockedJson):
+    name = "hidden-lock-json"
+
+    def open(self, location):
+        return {"path": Path(location) / "c.json", "lock": _HIDDEN_LOCKS[0]}
+
+
+class FactoryLockJson(LockedJson):
+    """The lock is made in the plug-in's factory (here, the constructor), before any trial."""
+
+    name = "factory-lock-json"
+
+    def __init__(self):
+        super().__init__()
+        self.lock = threading.Lock()
+
+    def open(self, location):
+        return {"path": Path(location) / "c.json", "lock": self.lock}
 
 
 def test_a_lock_the_engine_creates_is_a_wait_on_another_agent_and_the_fix_holds():
@@ -229,15 +250,22 @@ def test_a_lock_the_engine_creates_is_a_wait_on_another_agent_and_the_fix_holds(
         assert not res.admits, res.found and res.found.anomalies
 
 
-def test_a_lock_made_before_the_trial_is_recognised_as_an_uncontrolled_wait_quickly():
-    import time
+@pytest.mark.parametrize("engine", [ImportLockJson, FactoryLockJson])
+def test_a_lock_made_at_import_or_in_the_factory_is_swapped_for_the_trial_and_the_fix_holds(engine):
+    with TrialRunner(engine(), "increment") as runner:
+        trace, _ = runner.run(SerialChooser(["A", "B"]))
+        assert any(s.kind == "lock" for s in trace.steps)
+        res = search(runner, budget=40, seed=0)
+        assert not res.admits, res.found and res.found.anomalies
+    assert type(_IMPORT_LOCK) is type(threading.Lock())  # put back after the trial
 
-    with TrialRunner(ImportLockJson(), "increment", step_limit_s=10) as runner:
+
+def test_a_lock_made_before_the_trial_out_of_reach_is_recognised_as_an_uncontrolled_wait_quickly():
+    with TrialRunner(HiddenLockJson(), "increment", step_limit_s=10) as runner:
         runner.serial_outcomes()
-        t0 = time.perf_counter()
+        # recognised from the thread's state, not at the 10 s step limit (that would be EngineHung)
         with pytest.raises(Unverifiable, match="agent [AB] waits at .*test_harness_soundness.py"):
             search(runner, budget=40, seed=0, shrink=False)
-        assert time.perf_counter() - t0 < 5
 
 
 class LowLevel(_Base):
@@ -334,15 +362,11 @@ def test_a_postgres_plugin_gets_its_observer_and_per_trial_setup_from_the_harnes
                 n = conn.execute(f"select n from toki_sound_acct where id = 1{lock}").fetchone()[0]
                 conn.execute("update toki_sound_acct set n = %s where id = 1", (n + 1,))
 
-    import time
-
-    t0 = time.perf_counter()
     with TrialRunner(Accounts(False), "increment", step_limit_s=10) as runner:
         assert search(runner, budget=30, seed=0).admits
     with TrialRunner(Accounts(True), "increment", step_limit_s=10) as runner:
         res = search(runner, budget=30, seed=0)
         assert not res.admits
-    assert time.perf_counter() - t0 < 60
 
 
 def test_the_worked_examples_in_the_docs_are_the_code_the_suite_runs():
@@ -504,12 +528,9 @@ class Handover(_Base):
 
 @pytest.mark.parametrize("kind", ["condition", "semaphore", "event"])
 def test_conditions_semaphores_and_events_the_engine_creates_are_waits_on_another_agent(kind):
-    import time
-
     engine = Handover(kind)
     engine.scenarios["increment"] = Scenario("increment", "A then B, handed over", ("A", "B"), engine.increment,
                                              setup=engine.setup, shared=True, detectors=(LOST,))
-    t0 = time.perf_counter()
     with TrialRunner(engine, "increment", step_limit_s=5) as runner:
         # (B then A is no serial order of this scenario: B would wait for A forever; so no search)
         outcomes = set()
@@ -520,7 +541,6 @@ def test_conditions_semaphores_and_events_the_engine_creates_are_waits_on_anothe
             waits = [st for st in trace.steps if st.agent == "B" and st.kind in ("wait", "lock")]
             assert waits, [(st.agent, st.kind) for st in trace.steps]
         assert outcomes == {'{"n": 2}'}
-    assert time.perf_counter() - t0 < 10
 
 
 class TimedPoll(LockedJson):
@@ -542,16 +562,14 @@ class TimedPoll(LockedJson):
 
 
 def test_a_timed_wait_times_out_only_when_no_agent_can_step():
-    import time
-
+    # the poll's timeout (5 s) is longer than the step limit (3 s): had it been waited out in real
+    # time the trial would end in EngineHung, not in n = 2 (wall time: benchmarks/bench_bounds.py)
     engine = TimedPoll()
-    t0 = time.perf_counter()
     with TrialRunner(engine, "increment", step_limit_s=3) as runner:
         trace, out = runner.run(TapeChooser([0] * 40))
         assert out.state == {"n": 2}
         waits = [s for s in trace.steps if s.kind == "wait"]
         assert waits and waits[0].agent == "B"
-    assert time.perf_counter() - t0 < 2  # not the 5 s timeout, not the step limit
 
 
 class TornJson(LockedJson):

@@ -125,6 +125,9 @@ class Chooser:
     exactly."""
 
     forces_starts = True
+    # A sleeping agent waits for another's progress (a real sleep lets the others run). A serial
+    # execution has no other agent to run: there the sleep only passes time.
+    sleeps_yield = True
 
     def choose(self, eligible: Sequence[str], last: str | None) -> str:
         raise NotImplementedError
@@ -142,6 +145,7 @@ class SerialChooser(Chooser):
     returned)."""
 
     forces_starts = False
+    sleeps_yield = False
 
     def __init__(self, order: Sequence[str]):
         self.order = list(order)
@@ -219,6 +223,24 @@ class ReplayChooser(Chooser):
 
 # -- the controller ---------------------------------------------------------------------------
 
+class Sleep:
+    """What an agent's ``time.sleep`` waits for: another agent's progress (a poll loop or a
+    back-off lets the others run, as a real sleep does), or, when no agent can move otherwise,
+    nothing (time passes). A sleep is no storage call: it is not counted as progress."""
+
+    external = False
+    timed = True
+
+    def __init__(self, ctl: "Controller", seconds: float):
+        self.ctl, self.since, self.name = ctl, ctl._progress, f"sleep({seconds:g})"
+
+    def available_to(self, who: str) -> bool:
+        return self.ctl._progress > self.since
+
+    def times_out(self, who: str) -> bool:
+        return True
+
+
 class _Abandoned(BaseException):
     """Raised in an agent thread when the run failed elsewhere: unwind without touching storage."""
 
@@ -243,6 +265,7 @@ class _Agent:
         self.pending: StepRecord | None = None
         self.want_lock: Any = None  # the instrumented lock its pending step acquires
         self.busy_at: int | None = None  # grant count when SQLite said busy (re-eligible after progress)
+        self.patient = False  # its busy call never times out (a blocking file lock): never the victim
         self.granted = False
         self.in_step = False
         self.deliver_busy = False
@@ -348,7 +371,8 @@ def _thread_idle(native_id: int | None) -> tuple[bool, int] | None:
 def _where_waiting(thread: threading.Thread | None) -> str:
     frame = sys._current_frames().get(thread.ident) if thread is not None else None
     stdlib = threading.__file__.rsplit("/", 1)[0]
-    while frame is not None and (frame.f_code.co_filename.startswith("<") or (
+    harness = __file__.rsplit("/", 1)[0]
+    while frame is not None and (frame.f_code.co_filename.startswith(("<", harness)) or (
             frame.f_code.co_filename.startswith(stdlib) and "-packages" not in frame.f_code.co_filename)):
         frame = frame.f_back  # the stdlib's own wait loop says nothing: name the caller
     if frame is None:
@@ -413,8 +437,12 @@ class Controller:
 
     # -- called from agent threads (through the hooks) ----------------------------------------
     def step(self, kind: str, detail: str, fn: Callable[[], Any], *, lock=None,
-             busy: Callable[[BaseException], bool] | None = None, db: DbSession | None = None) -> Any:
-        """Wait for the grant, perform ``fn`` (the real call), and record it."""
+             busy: Callable[[BaseException], bool] | None = None, db: DbSession | None = None,
+             patient: bool = False) -> Any:
+        """Wait for the grant, perform ``fn`` (the real call), and record it. ``busy`` says which
+        of its errors mean "try again once another agent has moved"; a ``patient`` call (a
+        blocking file lock tried without blocking) is re-issued until it succeeds, never given the
+        error, as the blocking call it stands for would wait."""
         me = current_agent()
         if me is None or me[0] is not self or _in_call.get() or self._finished or getattr(_local, "in_gc", False):
             # not an agent, a driver call made inside a step (one storage call, one step), a call
@@ -428,7 +456,7 @@ class Controller:
             try:
                 result = fn()
             except BaseException as e:
-                if self._retry(agent, rec, e, busy):
+                if self._retry(agent, rec, e, busy, patient):
                     continue
                 raise
             finally:
@@ -480,12 +508,12 @@ class Controller:
             with self._mutex:  # wake the watcher: this statement may wait on a lock
                 self._cv.notify()
 
-    def _retry(self, agent: _Agent, rec: StepRecord, e: BaseException, busy) -> bool:
+    def _retry(self, agent: _Agent, rec: StepRecord, e: BaseException, busy, patient: bool = False) -> bool:
         """The call raised: True when it was answered busy and is to be re-issued; else the
         failure is recorded (or delivered, as a busy timeout would) and the caller re-raises."""
         agent.in_step = False
         if busy is not None and busy(e):
-            return not self._busy(agent, rec, e)
+            return not self._busy(agent, rec, e, patient)
         rec.status, rec.error = "error", f"{type(e).__name__}: {e}"
         self._completed(agent, rec)
         return False
@@ -508,6 +536,12 @@ class Controller:
     def _saw(self, db: DbSession | None) -> None:
         if db is not None:
             self.db_sessions.setdefault(db.kind, set()).add(db.id)
+
+    def stop_with(self, err: BaseException) -> None:
+        """Stop the run with ``err`` (an effect outside any granted call was seen in some thread);
+        the caller raises it in its own thread so that the effect does not happen."""
+        with self._mutex:
+            self._fail(err)
 
     def refuse(self, kind: str, detail: str) -> None:
         """A storage call on a thread that is neither an agent nor working for one: the run can no
@@ -549,7 +583,7 @@ class Controller:
                 gate.owner = None
             agent.idle_cv.notify_all()
 
-    def _busy(self, agent: _Agent, rec: StepRecord, e: BaseException) -> bool:
+    def _busy(self, agent: _Agent, rec: StepRecord, e: BaseException, patient: bool = False) -> bool:
         """The call was answered busy: wait until another agent has progressed. True when every
         agent is blocked and this one is the victim (it gets the error, as a busy timeout would
         give it); False when the call should be re-issued."""
@@ -557,9 +591,9 @@ class Controller:
         with self._mutex:
             if rec.waited_from is None:
                 rec.waited_from = rec.seq
-            agent.busy_at, agent.deliver_busy = self._progress, False
+            agent.busy_at, agent.deliver_busy, agent.patient = self._progress, False, patient
             self._stop_and_wait(agent)
-            agent.busy_at = None
+            agent.busy_at, agent.patient = None, False
             if agent.deliver_busy:
                 rec.status = "error"
                 rec.error = f"{type(e).__name__}: busy, and every agent blocked (the busy timeout ran out)"
@@ -580,11 +614,16 @@ class Controller:
 
     def _completed(self, agent: _Agent, rec: StepRecord) -> None:
         with self._mutex:
-            self._progress += 1
+            if rec.kind != "sleep":  # a sleep changes nothing: two pollers must not wake each other
+                self._progress += 1
             rec.completed = len(self.grants) - 1
             agent.db = None
             if self._fingerprint is not None:
-                self._fp = self._fingerprint()
+                try:
+                    self._fp = self._fingerprint()
+                except Unverifiable as e:  # an uncountable path in use: the run cannot be judged
+                    self._fail(e)
+                    raise _abandon(agent) from e
             if agent.state == "blocked-db":  # a PostgreSQL wait ended: run on only when granted
                 rec.blocked = True
                 agent.pending, agent.want_lock = StepRecord(-1, agent.name, "resume", rec.detail), None
@@ -596,7 +635,8 @@ class Controller:
             return False
         if a.busy_at is not None and a.busy_at >= self._progress:
             return False  # SQLITE_BUSY: no call has completed since (a busy re-issue is no progress)
-        if a.want_lock is not None and not a.want_lock.available_to(a.name):
+        if a.want_lock is not None and not a.want_lock.available_to(a.name) and not (
+                isinstance(a.want_lock, Sleep) and not self.chooser.sleeps_yield):
             if a.pending is not None and a.pending.waited_from is None:
                 a.pending.waited_from, a.pending.blocked = len(self.grants), True
             return False
@@ -630,7 +670,11 @@ class Controller:
                 self._last = last
                 return
             if not eligible:
-                busy = [a.name for a in live if a.state == "waiting" and a.busy_at is not None]
+                sleeping = [a.name for a in live if a.state == "waiting" and isinstance(a.want_lock, Sleep)]
+                if sleeping:  # nothing else can happen: time passes, and a sleep ends first
+                    self._grant(self._agents[self.chooser.victim(sleeping)])
+                    return
+                busy = [a.name for a in live if a.state == "waiting" and a.busy_at is not None and not a.patient]
                 if busy:  # a SQLite deadlock: someone's busy timeout runs out
                     victim = self._agents[self.chooser.victim(busy)]
                     victim.deliver_busy = True
@@ -664,13 +708,18 @@ class Controller:
             if now != self._fp:
                 changed = sorted(k for k in set(now) | set(self._fp) if now.get(k) != self._fp.get(k))
                 prev = self.steps[-1] if self.steps else None
+                ran = prev.agent if prev is not None else None
+                where = ""
+                if ran is not None and ran in self._agents and self._agents[ran].thread is not None:
+                    where = f"; agent {ran} ran in between and is now at {_where_waiting(self._agents[ran].thread)}"
                 raise Unverifiable(
-                    f"storage changed while no agent held a granted call: {', '.join(changed[:4])} changed "
+                    f"storage changed while no agent held a granted call: {'; '.join(changed[:4])} changed "
                     f"after step {prev.seq if prev else '?'} ({prev.agent + ': ' + prev.detail if prev else 'start'}) "
-                    "had returned and before the next grant; something writes it through a path the harness "
-                    "does not intercept (os.write, mmap, a C library's own commit, a thread or process of its own)",
-                    fix="write through open()/sqlite3/psycopg/PyMySQL on the agent's thread, or tell the harness "
-                        "about the other path (see Limits in the engines docs)")
+                    f"had returned and before the next grant{where}; something reached it through a path the "
+                    "harness does not intercept (a C-extension driver, os.write, mmap, a native store's own "
+                    "writer, a thread or process of its own)",
+                    fix="write through open()/sqlite3/psycopg 3/PyMySQL on the agent's thread, with files under "
+                        "the run's folder (see Limits in the engines docs)")
         rec = a.pending
         if rec.seq < 0:  # a re-issue after SQLITE_BUSY keeps the step's first position
             rec.seq = len(self.grants)

@@ -96,6 +96,28 @@ class PluginError(TokiError):
                          fix=_FIXES.get(method, "fix the plug-in"))
 
 
+class DetectorError(PluginError):
+    """A scenario's detector raised on an outcome: a plug-in error naming the detector and the state."""
+
+    def __init__(self, engine, detector, outcome, exc: BaseException):
+        TokiError.__init__(
+            self,
+            f"plug-in {getattr(engine, 'name', type(engine).__name__)}: detector {detector.anomaly!r} raised "
+            f"{type(exc).__name__}: {str(exc)[:160]} on state {_short_json(outcome.state)} "
+            f"(errors {outcome.errors or '{}'})",
+            fix="a detector gets every state a run can leave, including {'unreadable': ...} (the store no longer "
+                "opened or read after an interleaving) and states of runs where agents failed: return [] or "
+                "findings for each, never raise")
+        self.method = "detector"
+
+
+def _short_json(value, limit: int = 160) -> str:
+    import json
+
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def plugin_call(engine, method: str, fn, *args):
     """Call one of the plug-in's methods; its exception becomes a :class:`PluginError`."""
     try:

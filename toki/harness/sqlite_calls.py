@@ -12,6 +12,7 @@ another agent has moved (a deterministic busy handler), instead of SQLite sleepi
 
 from __future__ import annotations
 
+import os
 import sqlite3
 
 from toki.backends.sqlite import is_busy
@@ -104,6 +105,11 @@ class ControlledConnection(sqlite3.Connection):
     def rollback(self):
         return _step("sql-txn", "rollback", super().rollback)
 
+    def close(self):
+        # Closing the last connection of a WAL database checkpoints it into the main file: an
+        # effect another agent's connection can see, so it is a step like a commit.
+        return _step("sql-close", "close", super().close)
+
     def __exit__(self, exc_type, exc, tb):
         # sqlite3's own __exit__ commits in C, past the commit() above: do it here, as a step
         if exc_type is None:
@@ -126,4 +132,8 @@ def controlled_connect(database, *args, **kwargs):
         args = (0,) + tuple(args[1:])
     else:
         kwargs["timeout"] = 0
-    return _original_connect(database, *args, **kwargs)
+    # Opening creates the file (and reads its header): a step of its own, as an open() for
+    # writing is, so a file that appears is never an effect between steps.
+    name = os.fsdecode(database) if isinstance(database, (str, bytes, os.PathLike)) else str(database)
+    return controlled("sql-open", f"connect {os.path.basename(name) or name}",
+                      lambda: _original_connect(database, *args, **kwargs))

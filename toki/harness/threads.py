@@ -30,6 +30,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import fcntl
+import os
 import queue
 import sys
 import threading
@@ -44,7 +46,12 @@ from toki.harness.sync import InstrumentedCondition, InstrumentedEvent, Instrume
 
 _REAL = {"sleep": time.sleep, "Lock": threading.Lock, "RLock": threading.RLock, "Condition": threading.Condition,
          "Semaphore": threading.Semaphore, "BoundedSemaphore": threading.BoundedSemaphore, "Event": threading.Event,
-         "Queue": queue.Queue, "SimpleQueue": queue.SimpleQueue}
+         "Queue": queue.Queue, "SimpleQueue": queue.SimpleQueue,
+         "fsync": os.fsync, "flock": fcntl.flock, "lockf": fcntl.lockf}
+# Functions other hooks replace on their module (file_calls, file_locks): an engine module that
+# bound the real one at import (``fsync = os.fsync``, ``from fcntl import flock``) gets a
+# forwarder to whatever the module holds now, so its calls are steps too.
+_FORWARDED = {"fsync": os, "flock": fcntl, "lockf": fcntl}
 
 # Packages whose locks and queues are infrastructure, not the engine's: their waits are either
 # the driver's own (a pool opening a connection) or outside any trial.
@@ -275,15 +282,17 @@ def _condition(where, lock=None):
 
 
 def _sleep(secs: float) -> None:
-    """Virtual time for agents: a sleep between storage calls returns at once. The agent's next
-    storage call is a decision where the others may run, which is all a real sleep allows them;
-    and a back-off loop no longer reads as a wait the harness cannot see."""
+    """Virtual time for agents: a sleep is a point where the others run. The sleeping agent is
+    not eligible again until another agent has made progress (or no agent can move otherwise:
+    then time passes), so a poll loop (a file lock tried without blocking, a back-off) lets the
+    holder run instead of spinning, and never reads as a wait the harness cannot see."""
     me = _ctl.current_agent()
     if me is None or _ctl.running() is not me[0]:
         return _REAL["sleep"](secs)
     if secs < 0:
         raise ValueError("sleep length must be non-negative")
-    return None
+    ctl = me[0]
+    return ctl.step("sleep", f"sleep({secs:g})", lambda: None, lock=_ctl.Sleep(ctl, secs))
 
 
 async def _asleep(delay: float, result=None):
@@ -293,7 +302,18 @@ async def _asleep(delay: float, result=None):
 
 _REAL_ASLEEP = asyncio.sleep
 
+
+def _forwarder(name: str):
+    module = _FORWARDED[name]
+
+    def forward(*args, **kwargs):
+        return getattr(module, name)(*args, **kwargs)
+    forward.__name__ = name
+    return forward
+
+
 _FACTORIES = {
+    **{name: _forwarder(name) for name in _FORWARDED},
     "sleep": _sleep,
     "Lock": _make_lock, "RLock": _make_rlock,
     "Condition": _factory("Condition", _condition),
@@ -330,6 +350,72 @@ def _scan() -> None:
         found.extend((g, k, real[id(v)]) for k, v in items if id(v) in real and v is _REAL[real[id(v)]])
     _bindings[:] = found
     _scanned = len(sys.modules)
+
+
+_LOCK_TYPES = (type(_REAL["Lock"]()), type(_REAL["RLock"]()))
+
+
+def _free(lock) -> bool:
+    if not lock.acquire(False):
+        return False
+    lock.release()
+    return True
+
+
+def _swappable(v) -> bool:
+    return type(v) in _LOCK_TYPES and _free(v)
+
+
+def _instrumented_like(v, where: str) -> InstrumentedLock:
+    reentrant = type(v) is _LOCK_TYPES[1]
+    return InstrumentedLock(f"{'RLock' if reentrant else 'Lock'} {where} (made before the trial)", reentrant=reentrant)
+
+
+@contextlib.contextmanager
+def locks_swapped(*roots: Any, depth: int = 3):
+    """Locks the engine made before the trial (at the import of its modules, in the plug-in's
+    factory), swapped for instrumented ones while the trial runs and put back after it.
+
+    Only free locks are swapped (one held now guards something already under way), and only in
+    the plug-in's code: module globals of the package the first root's class comes from (the
+    plug-in's module and its siblings), and attributes of ``roots`` (the engine object) and of the
+    engine-code objects they hold, ``depth`` levels down. A lock reached another way
+    (inside a closure, a list, a C object) is left alone: an agent that then waits on it is
+    recognised as waiting outside any call, and the run is unverifiable, as before."""
+    swapped: list[tuple[Any, str, Any]] = []  # (dict or object, name, real lock)
+    home = (getattr(type(roots[0]), "__module__", None) or "").partition(".")[0] if roots else ""
+    for name, mod in sys.modules.copy().items():
+        if not home or name.partition(".")[0] != home or not _engine_code(name) or mod is None:
+            continue
+        g = getattr(mod, "__dict__", None)
+        if not isinstance(g, dict):
+            continue
+        for k, v in list(g.items()):
+            if _swappable(v):
+                g[k] = _instrumented_like(v, f"{name}.{k}")
+                swapped.append((g, k, v))
+    seen: set[int] = set()
+    todo = [(r, 0) for r in roots]
+    while todo:
+        obj, level = todo.pop()
+        if id(obj) in seen or level > depth:
+            continue
+        seen.add(id(obj))
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict):
+            continue
+        for k, v in list(attrs.items()):
+            if _swappable(v):
+                attrs[k] = _instrumented_like(v, f"{type(obj).__name__}.{k}")
+                swapped.append((attrs, k, v))
+            elif _engine_code(getattr(type(v), "__module__", None)) and not isinstance(v, type):
+                todo.append((v, level + 1))
+    try:
+        yield len(swapped)
+    finally:
+        for d, k, real in reversed(swapped):
+            if isinstance(d.get(k), InstrumentedLock):
+                d[k] = real
 
 
 def _submit_inline(orig):

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from toki.errors import ConfigError, TokiError
-from toki.harness import file_calls, mysql_calls, pg_calls, sqlite_calls, threads
+from toki.harness import effects, file_calls, file_locks, mysql_calls, pg_calls, sqlite_calls, threads
 from toki.harness.controller import (STEP_LIMIT_S, Chooser, Controller, ReplayChooser, RunTrace, SerialChooser,
                                      Unverifiable, _thread_idle)
-from toki.harness.engine import Engine, PluginError, Scenario, plugin_call
+from toki.harness.engine import DetectorError, Engine, PluginError, Scenario, plugin_call
 
 _ONE_RUN = threading.Lock()
 
@@ -129,7 +129,7 @@ def hooks_installed(location: Path):
     sqlite3.connect = sqlite3.dbapi2.connect = sqlite_calls.controlled_connect
     try:
         with pg_calls.installed(), mysql_calls.installed(), file_calls.FileHook(location).installed(), \
-                threads.installed():
+                file_locks.FileLockHook(location).installed(), threads.installed(), effects.installed(location):
             yield
     finally:
         sqlite3.connect, sqlite3.dbapi2.connect = saved
@@ -198,14 +198,17 @@ class TrialRunner:
         # Serial runs and replays check themselves: storage must not change between steps.
         checked = isinstance(chooser, (SerialChooser, ReplayChooser))
         observer = self.pg_observer if self.pg_observer is not None else getattr(eng, "pg_observer", None)
+        # Self-checked runs also scan the process's descriptors: an effect through a path no hook
+        # sees (a C driver's connection, a native store's file elsewhere) changes them between steps.
+        scan = effects.DescriptorScan(loc) if checked else None
         ctl = Controller(chooser, step_limit_s=self.step_limit_s, pg_observer=observer, observers=self.observers,
-                         fingerprint=(lambda: _fingerprint(loc)) if checked else None)
+                         fingerprint=(lambda: {**_fingerprint(loc), **scan()}) if checked else None)
         handles: list[Any] = []
         serial = isinstance(chooser, SerialChooser)
         ran = False
         before = set(threading.enumerate())
         try:
-            with hooks_installed(loc):
+            with hooks_installed(loc), threads.locks_swapped(eng):
                 self._seed(loc)
                 if sc.shared:
                     shared = plugin_call(eng, "open", eng.open, loc)
@@ -323,6 +326,7 @@ class TrialRunner:
                             states.append(out)
                             self.serial_runs.append((order, trace, out))
                         self._serial.setdefault(out.key, []).append(" then ".join(order) or "no agent")
+            _some_call_completed(self.serial_runs)
             self.silent = all(not o.state for o in states) or any(o.state is None for o in states)
             self.serial_errors = {a: e for o in states for a, e in o.errors.items()}
         return self._serial
@@ -338,8 +342,7 @@ class TrialRunner:
         found = []
         for d in self.scenario.detectors:
             if getattr(d, "always", False):
-                msgs = d.check(out.state, out.errors, out.observed or {}) if d.observes else d.check(out.state, out.errors)
-                found.extend(f"{d.anomaly}: {m}" for m in msgs)
+                found.extend(f"{d.anomaly}: {m}" for m in _detect(self.engine, d, out))
         return found
 
     def trial(self, chooser: Chooser) -> TrialResult:
@@ -351,8 +354,7 @@ class TrialRunner:
         for d in self.scenario.detectors:
             if getattr(d, "always", False):
                 continue
-            msgs = d.check(out.state, out.errors, out.observed or {}) if d.observes else d.check(out.state, out.errors)
-            findings.extend(f"{d.anomaly}: {msg}" for msg in msgs)
+            findings.extend(f"{d.anomaly}: {msg}" for msg in _detect(self.engine, d, out))
         # An agent's failure stays visible next to what the detectors name: it may be the anomaly's
         # cause (a torn file read), or a second finding.
         findings.extend(f"failed-call: agent {a} failed with {e}, which no serial order of the same calls does "
@@ -362,6 +364,18 @@ class TrialRunner:
             findings.append("non-serializable: an outcome that no serial order of the same calls produces "
                             f"(serial orders give {len(serial)} distinct outcome(s))")
         return TrialResult(trace, out, findings, False)
+
+
+def _detect(engine, d, out: Outcome) -> list[str]:
+    """One detector's findings on an outcome. A detector that raises is a broken plug-in (one line
+    naming it and the state it got), never a traceback; one that returns something other than a
+    list of messages likewise."""
+    try:
+        msgs = d.check(out.state, out.errors, out.observed or {}) if d.observes else d.check(out.state, out.errors)
+        msgs = list(msgs or [])
+    except Exception as e:  # noqa: BLE001 - the plug-in's code: named in one line
+        raise DetectorError(engine, d, out, e) from e
+    return [str(m) for m in msgs]
 
 
 def _quiesce(started: set[threading.Thread], limit_s: float = 2.0) -> None:
@@ -399,7 +413,7 @@ _UNHOOKED = ("psycopg2", "asyncpg", "aiomysql", "MySQLdb", "mysql.connector", "r
 
 # Steps that order agents without touching storage: an agent that made only these changed nothing
 # the harness can interleave.
-_SYNC_ONLY = ("start", "resume", "lock", "wait", "handoff")
+_SYNC_ONLY = ("start", "resume", "lock", "wait", "handoff", "sleep", "file-lock")
 
 
 def _took_steps(trace: RunTrace) -> None:
@@ -415,7 +429,8 @@ def _took_steps(trace: RunTrace) -> None:
     if idle:
         import sys
 
-        synced = sorted({s.agent for s in trace.steps if s.kind in ("lock", "wait", "handoff")} & set(idle))
+        synced = sorted({s.agent for s in trace.steps if s.kind in ("lock", "wait", "handoff", "file-lock")}
+                        & set(idle))
         loaded = [m for m in _UNHOOKED if m in sys.modules]
         raise Unverifiable(
             f"agent(s) {', '.join(idle)} completed without one storage call the harness controls"
@@ -424,6 +439,25 @@ def _took_steps(trace: RunTrace) -> None:
             + (f" (loaded drivers it does not intercept: {', '.join(loaded)})" if loaded else ""),
             fix="toki intercepts sqlite3, psycopg 3, PyMySQL and files under the run's folder; an engine on "
                 "another driver, a server over a socket, or state kept in memory cannot be certified by it")
+
+
+def _some_call_completed(runs: list[tuple[tuple[str, ...], RunTrace, Outcome]]) -> None:
+    """Nothing ran, nothing certified: an agent whose call failed in every serial order of all the
+    agents never did what the scenario is about, so no interleaving of it can be judged (a
+    plug-in that seeded only the first run's storage, a call that raises on every input)."""
+    if not runs:
+        return
+    agents = runs[0][0]
+    never = [a for a in agents if all(a in trace.errors for _, trace, _ in runs)]
+    if never:
+        first = runs[0][1].errors
+        named = "; ".join(f"{a}: {type(first[a]).__name__}: {str(first[a])[:160]}" for a in never)
+        raise Unverifiable(
+            f"agent(s) {', '.join(never)} failed in every serial order ({named}), so the scenario never ran the "
+            "calls it is about and no verdict can rest on it",
+            fix="run the scenario's call once by hand on a fresh store (open(), setup(), call()); when setup seeds "
+                "storage outside the run's folder (a server), set storage_in_location = False so that it runs for "
+                "every trial")
 
 
 def _differ(a: Outcome, b: Outcome) -> str:

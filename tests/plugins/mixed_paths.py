@@ -1,0 +1,162 @@
+"""Agents that mix one call the harness controls with a path it does not, written from
+docs/engines.md as a new user would. Real threads lose the update in every one of them; toki must
+never certify them ("excludes", exit 0), whatever it controls besides.
+
+- ``psycopg2_counter``: an audit row in a local SQLite file (controlled), then a read-modify-write
+  of a counter through psycopg2 (libpq in C, which toki does not intercept) on the run's PostgreSQL;
+- ``redis_counter``: the same audit row, then GET and SET through redis-py (a Python socket);
+- ``lmdb_counter``: one controlled log line in the run's folder, then a read-modify-write in an
+  LMDB environment (a native writer, memory-mapped) kept outside the run's folder.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+
+from toki.harness import Detector, Scenario
+
+
+def _lost(state, errors):
+    return [f"counter is {state['n']} after two increments"] if state.get("n") == 1 else []
+
+
+_LOST = Detector("lost-update", _lost)
+
+
+def _audit(folder: Path, agent: str) -> None:
+    db = sqlite3.connect(folder / "audit.db")
+    try:
+        db.execute("create table if not exists audit (agent text)")
+        db.execute("insert into audit values (?)", (agent,))
+        db.commit()
+    finally:
+        db.close()
+
+
+class Psycopg2Counter:
+    name, version, executed = "psycopg2-counter", "1.0", "real"
+    storage_in_location = False  # the counter lives on the server: set it up for every trial
+
+    def __init__(self):
+        self.dsn = None
+        self.scenarios = {"increment": Scenario("increment", "two agents each audit, then add one to n",
+                                                ("A", "B"), self.call, setup=self.setup, detectors=(_LOST,))}
+
+    def use_dsn(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def open(self, location):
+        import psycopg2
+
+        return Path(location), psycopg2.connect(self.dsn)
+
+    def close(self, handle) -> None:
+        handle[1].close()
+
+    def setup(self, handle) -> None:
+        _, conn = handle
+        with conn, conn.cursor() as cur:
+            cur.execute("drop table if exists toki_p2_counter")
+            cur.execute("create table toki_p2_counter (id int primary key, n int)")
+            cur.execute("insert into toki_p2_counter values (1, 0)")
+
+    def state(self, handle):
+        _, conn = handle
+        with conn, conn.cursor() as cur:
+            cur.execute("select n from toki_p2_counter where id = 1")
+            return {"n": cur.fetchone()[0]}
+
+    def call(self, handle, agent):
+        folder, conn = handle
+        _audit(folder, agent)
+        with conn, conn.cursor() as cur:
+            cur.execute("select n from toki_p2_counter where id = 1")
+            n = cur.fetchone()[0]
+        with conn, conn.cursor() as cur:
+            cur.execute("update toki_p2_counter set n = %s where id = 1", (n + 1,))
+
+
+class RedisCounter:
+    name, version, executed = "redis-counter", "1.0", "real"
+    storage_in_location = False
+
+    def __init__(self, url: str = "redis://127.0.0.1:6379/0"):
+        self.url = url
+        self.key = f"toki-test-counter-{os.getpid()}"
+        self.scenarios = {"increment": Scenario("increment", "two agents each audit, then GET and SET n",
+                                                ("A", "B"), self.call, setup=self.setup, detectors=(_LOST,))}
+
+    def open(self, location):
+        import redis
+
+        return Path(location), redis.Redis.from_url(self.url)
+
+    def close(self, handle) -> None:
+        handle[1].close()
+
+    def setup(self, handle) -> None:
+        handle[1].set(self.key, 0)
+
+    def state(self, handle):
+        return {"n": int(handle[1].get(self.key))}
+
+    def call(self, handle, agent):
+        folder, r = handle
+        _audit(folder, agent)
+        n = int(r.get(self.key))
+        r.set(self.key, n + 1)
+
+
+class LmdbCounter:
+    """LMDB's environment lives in a folder of its own, outside the run's folder (a store that
+    keeps its files under the user's home or a configured path)."""
+
+    name, version, executed = "lmdb-counter", "1.0", "real"
+    storage_in_location = False
+
+    def __init__(self):
+        self.home = Path(tempfile.mkdtemp(prefix="toki-lmdb-"))
+        # One environment per process (LMDB refuses a second open): the agents share the handle.
+        self.scenarios = {"increment": Scenario("increment", "two agents each log a line, then add one to n",
+                                                ("A", "B"), self.call, setup=self.setup, detectors=(_LOST,),
+                                                shared=True)}
+
+    def open(self, location):
+        import lmdb
+
+        return Path(location), lmdb.open(str(self.home), map_size=1 << 20, lock=False)
+
+    def close(self, handle) -> None:
+        handle[1].close()
+
+    def setup(self, handle) -> None:
+        with handle[1].begin(write=True) as txn:
+            txn.put(b"n", b"0")
+
+    def state(self, handle):
+        with handle[1].begin() as txn:
+            return {"n": int(txn.get(b"n"))}
+
+    def call(self, handle, agent):
+        folder, env = handle
+        with open(folder / "log.txt", "a") as f:
+            f.write(f"{agent}\n")
+        with env.begin() as txn:
+            n = int(txn.get(b"n"))
+        with env.begin(write=True) as txn:
+            txn.put(b"n", str(n + 1).encode())
+
+
+def psycopg2_counter():
+    return Psycopg2Counter()
+
+
+def redis_counter():
+    return RedisCounter()
+
+
+def lmdb_counter():
+    return LmdbCounter()

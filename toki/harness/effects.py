@@ -1,0 +1,397 @@
+"""Effects outside granted steps, seen from the operating system's side (fail closed per effect).
+
+The interception modules make the calls of the drivers toki knows into steps. An agent that also
+reaches storage some other way (a C-extension driver such as psycopg2 or a native key-value
+store, a Python socket client such as redis-py, a file outside the run's folder) does so between
+two steps, where no interleaving toki explores can split it; a verdict built on such a run would
+certify calls nobody scheduled. So toki does not list drivers: it watches what the process does.
+
+- **Python-level**, in every run: an audit hook (:func:`sys.addaudithook`) sees files opened for
+  writing, removed, renamed or truncated outside the run's folder, writable memory maps, and
+  socket connects and sends; :data:`socket.socket`'s send and receive methods are wrapped during
+  a trial. On an agent's thread (or a worker acting for one) outside a granted call, such an
+  effect stops the run as :class:`~toki.harness.controller.Unverifiable`, naming the thread, the
+  code location and what was done, and the call does not run.
+- **C-level**, in the self-checked runs (every serial order, twice, and every replay): a scan of
+  the process's descriptors between one step's end and the next grant. A TCP connection that no
+  intercepted driver owns and whose byte counters (``TCP_INFO``) moved, a regular file held open
+  outside the folder whose size or time changed, a shared writable memory map whose file changed,
+  or a Unix-socket connection to a server that no intercepted driver owns (Linux keeps no byte
+  counters for those) makes the run unverifiable. Every scenario runs its serial orders before
+  any search, so an engine that always takes such a path is refused before a verdict is made.
+
+Allowed, by design: the standard streams and logging's handlers, reads of files (configuration,
+code, models), unnamed socket pairs (an event loop's wake-up pipe), and everything the harness's
+own threads do. The engines documentation lists each path and what happens to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import socket
+import stat
+import struct
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from toki.harness import controller as _ctl
+
+# -- who is acting ------------------------------------------------------------------------------
+
+def _acting_outside_call() -> Any:
+    """The (controller, agent) of the calling thread when it runs an agent's code outside a
+    granted call during a run, else None."""
+    if getattr(_ctl._local, "in_gc", False) or getattr(_ctl._local, "harness", False):
+        return None
+    me = _ctl.current_agent()
+    if me is None or _ctl.running() is not me[0] or me[0]._finished or _ctl._in_call.get():
+        return None
+    return me
+
+
+def _where(skip: tuple[str, ...] = ()) -> str:
+    """The first frame outside the standard library and toki: the code that did it."""
+    f = sys._getframe(2)
+    stdlib = os.path.dirname(os.__file__)
+    here = os.path.dirname(os.path.dirname(__file__))
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not (fn.startswith("<") or fn.startswith(here) or (fn.startswith(stdlib) and "-packages" not in fn)
+                or any(s in fn for s in skip)):
+            return f"{fn}:{f.f_lineno} (in {f.f_code.co_name})"
+        f = f.f_back
+    return "an unknown place"
+
+
+def _stop(me, what: str) -> None:
+    ctl, agent = me
+    err = _ctl.Unverifiable(
+        f"agent {agent.name} (thread {threading.current_thread().name!r}) {what} at {_where()}, outside any "
+        "storage call the harness grants: no interleaving toki runs can split it, so a verdict would rest on "
+        "an effect nobody scheduled",
+        fix="reach storage through sqlite3, psycopg 3, PyMySQL or files under the run's folder (the location "
+            "open() gets); a driver toki does not intercept (a C extension, a socket client, a native store "
+            "writing elsewhere) cannot be certified (see Limits in the engines docs)")
+    ctl.stop_with(err)
+    raise err
+
+
+# -- the audit hook (installed once; idle outside trials) ---------------------------------------
+
+_location: Path | None = None  # the run's folder while a trial's hooks are installed
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_ALLOWED_PREFIXES = ("/dev/", "/proc/", "/sys/")
+
+
+def _outside(path) -> str | None:
+    """The path when it lies outside the run's folder and is not an allowed kind, else None."""
+    if _location is None or isinstance(path, int):
+        return None
+    try:
+        p = os.path.abspath(os.fsdecode(path))
+    except (TypeError, ValueError):
+        return None
+    if p.startswith(_ALLOWED_PREFIXES) or "__pycache__" in p or p.endswith(".pyc"):
+        return None
+    root = str(_location)
+    return None if p == root or p.startswith(root + os.sep) else p
+
+
+def _from_logging() -> bool:
+    f = sys._getframe(3)
+    for _ in range(12):
+        if f is None:
+            return False
+        if f.f_globals.get("__name__", "").startswith("logging"):
+            return True
+        f = f.f_back
+    return False
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _location is None:
+        return
+    if event == "open":
+        path, mode, flags = (tuple(args) + (None, None))[:3]
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and mode is None and flags & _WRITE_FLAGS)
+        if not writing or path is None:
+            return
+        p = _outside(path)
+        if p is None or _from_logging():
+            return
+        me = _acting_outside_call()
+        if me is not None:
+            _stop(me, f"opened {p} for writing, outside the run's folder")
+    elif event in ("os.remove", "os.rename", "os.truncate", "os.rmdir", "os.mkdir", "os.link", "os.symlink"):
+        paths = [a for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
+        hits = [p for p in map(_outside, paths) if p]
+        if hits:
+            me = _acting_outside_call()
+            if me is not None:
+                _stop(me, f"called {event}({', '.join(hits)}) outside the run's folder")
+    elif event == "mmap.__new__":
+        fileno, _length, access = (tuple(args) + (None, None, None))[:3]
+        import mmap
+
+        if isinstance(fileno, int) and fileno >= 0 and access in (mmap.ACCESS_WRITE, mmap.ACCESS_DEFAULT):
+            me = _acting_outside_call()
+            if me is not None:
+                _stop(me, f"mapped descriptor {fileno} ({_fd_path(fileno)}) writable into memory (a write "
+                          "through the map is no call the harness can grant)")
+    elif event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
+        sock = args[0] if args else None
+        if _external(sock):
+            me = _acting_outside_call()
+            if me is not None:
+                _stop(me, f"{event.split('.')[1]}() on a socket to {_peer(sock, args)}")
+
+
+_hooked = False
+
+
+def _install_audit_hook() -> None:
+    global _hooked
+    if not _hooked:
+        sys.addaudithook(_audit)  # for the life of the process: audit hooks cannot be removed
+        _hooked = True
+
+
+# -- Python sockets (wrapped during a trial) ----------------------------------------------------
+
+def _external(sock) -> bool:
+    """A socket that reaches outside the process: not an unnamed Unix pair (an event loop's
+    wake-up pipe, a worker's channel)."""
+    try:
+        if sock.family == socket.AF_UNIX:
+            try:
+                return bool(sock.getpeername())
+            except OSError:
+                return False  # not connected yet: its connect is judged on its own
+        return sock.family in (socket.AF_INET, socket.AF_INET6)
+    except Exception:  # noqa: BLE001 - a closed socket: the call fails on its own
+        return False
+
+
+def _peer(sock, args=()) -> str:
+    try:
+        return str(sock.getpeername())
+    except Exception:  # noqa: BLE001 - not connected: name the address it was given
+        return str(args[1]) if len(args) > 1 else "?"
+
+
+_SOCKET_METHODS = ("send", "sendall", "sendto", "sendmsg", "recv", "recv_into", "recvfrom", "recvfrom_into",
+                   "recvmsg", "sendfile")
+
+
+def _wrap_socket(name: str, orig):
+    def call(self, *args, **kwargs):
+        if _location is not None and _external(self):
+            me = _acting_outside_call()
+            if me is not None:
+                _stop(me, f"called socket.{name}() on a connection to {_peer(self)}")
+        return orig(self, *args, **kwargs)
+    call.__wrapped__ = orig
+    call.__name__ = name
+    return call
+
+
+@contextlib.contextmanager
+def installed(location: Path):
+    """Watch for effects outside granted calls while a trial runs in ``location``."""
+    global _location
+    _install_audit_hook()
+    saved = []
+    for name in _SOCKET_METHODS:
+        orig = getattr(socket.socket, name, None)
+        if orig is None:
+            continue
+        saved.append((name, socket.socket.__dict__.get(name)))
+        setattr(socket.socket, name, _wrap_socket(name, orig))
+    _location = Path(location).resolve()
+    try:
+        yield
+    finally:
+        _location = None
+        for name, orig in saved:
+            if orig is None:
+                delattr(socket.socket, name)
+            else:
+                setattr(socket.socket, name, orig)
+
+
+# -- the descriptor scan (self-checked runs) ----------------------------------------------------
+
+_TCP_INFO = getattr(socket, "TCP_INFO", 11)
+# struct tcp_info (linux/tcp.h): tcpi_bytes_acked at byte 120, tcpi_bytes_received at 128 (4.1+),
+# tcpi_bytes_sent at 192 (4.19+).
+_OFFSETS = {"acked": 120, "received": 128, "sent": 192}
+
+
+def _fd_path(fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return "?"
+
+
+def _tcp_counters(fd: int) -> tuple[int, ...] | None:
+    s = socket.socket(fileno=fd)
+    try:
+        raw = s.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, 256)
+    except OSError:
+        return None
+    finally:
+        s.detach()
+    out = []
+    for off in (_OFFSETS["sent"], _OFFSETS["received"]):
+        out.append(struct.unpack_from("Q", raw, off)[0] if len(raw) >= off + 8 else 0)
+    return tuple(out)
+
+
+def _socket_info(fd: int) -> tuple[int, int, str] | None:
+    """(family, type, peer) of a socket descriptor."""
+    s = socket.socket(fileno=fd)
+    try:
+        fam, typ = s.family, s.type
+        try:
+            peer = s.getpeername()
+        except OSError:
+            peer = ""
+        return int(fam), int(typ), str(peer) if peer else ""
+    except OSError:
+        return None
+    finally:
+        s.detach()
+
+
+class DescriptorScan:
+    """What the process's descriptors and shared maps show, keyed for a before/after comparison.
+
+    Sockets owned by a driver whose calls are steps (psycopg 3, Python sockets: their use outside
+    a call is caught where it happens) are left out; so are the harness's own connections, the
+    standard streams and logging's files. Classification is cached by socket inode, so a scan is
+    one directory listing and a readlink per descriptor after the first."""
+
+    def __init__(self, root: Path):
+        self.root = str(Path(root).resolve())
+        self._kind: dict[str, str] = {}  # socket inode -> "known" | "tcp" | "unix-server" | "other"
+        self._peers: dict[str, str] = {}
+
+    def _allowed_fds(self) -> set[int]:
+        fds = {0, 1, 2}
+        import logging
+
+        loggers = [logging.getLogger()] + [v for v in logging.Logger.manager.loggerDict.values()
+                                           if isinstance(v, logging.Logger)]
+        for lg in loggers:
+            for h in lg.handlers:
+                with contextlib.suppress(Exception):
+                    fds.add(h.stream.fileno())
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            with contextlib.suppress(Exception):
+                fds.add(stream.fileno())
+        return fds
+
+    def _known_sockets(self) -> set[int]:
+        """Descriptors of sockets whose use is watched or granted elsewhere: psycopg 3
+        connections (every round trip a step) and Python socket objects (wrapped)."""
+        fds: set[int] = set()
+        # The libpq handle, not the Connection: a pool's connection mid-connect has only that.
+        pq = sys.modules.get("psycopg.pq")
+        pgconn: tuple = (pq.PGconn,) if pq is not None and hasattr(pq, "PGconn") else ()
+        for o in gc.get_objects():
+            if isinstance(o, socket.socket):
+                with contextlib.suppress(Exception):
+                    fds.add(o.fileno())
+            elif pgconn and isinstance(o, pgconn):
+                with contextlib.suppress(Exception):
+                    fds.add(o.socket)
+        return fds
+
+    def _classify(self, fresh: dict[str, int]) -> None:
+        known = self._known_sockets()
+        for inode, fd in fresh.items():
+            info = _socket_info(fd)
+            if fd in known or info is None:
+                self._kind[inode] = "known"
+                continue
+            fam, typ, peer = info
+            self._peers[inode] = peer
+            if typ != socket.SOCK_STREAM:
+                self._kind[inode] = "other"
+            elif fam in (socket.AF_INET, socket.AF_INET6):
+                self._kind[inode] = "tcp"
+            elif fam == socket.AF_UNIX and peer and not peer.startswith("\0"):
+                self._kind[inode] = "unix-server"
+            else:
+                self._kind[inode] = "other"
+
+    def __call__(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        allowed = self._allowed_fds()
+        fresh: dict[str, int] = {}
+        links: list[tuple[int, str]] = []
+        try:
+            names = os.listdir("/proc/self/fd")
+        except OSError:
+            return out  # not Linux: the Python-level watch still holds
+        for name in names:
+            fd = int(name)
+            if fd in allowed:
+                continue
+            link = _fd_path(fd)
+            links.append((fd, link))
+            if link.startswith("socket:[") and link not in self._kind:
+                fresh[link] = fd
+        if fresh:
+            self._classify(fresh)
+        for fd, link in links:
+            if link.startswith("socket:["):
+                kind = self._kind.get(link)
+                if kind == "tcp":
+                    out[f"TCP connection to {self._peers.get(link) or '?'} that no intercepted driver owns "
+                        f"(descriptor {fd}, bytes sent/received)"] = _tcp_counters(fd)
+                elif kind == "unix-server":
+                    raise _ctl.Unverifiable(
+                        f"descriptor {fd} is a connection to {self._peers.get(link)} over a Unix socket that no "
+                        "intercepted driver owns (a C-extension client such as psycopg2 or a native store's): "
+                        "Linux keeps no counters for such a socket, so what goes over it cannot be checked",
+                        fix="use psycopg 3, PyMySQL or sqlite3 for the engine's storage, or connect over TCP so "
+                            "that toki can at least see that it was used")
+            elif link.startswith("/") and not link.startswith(_ALLOWED_PREFIXES) and not (
+                    link == self.root or link.startswith(self.root + os.sep)):
+                try:
+                    st = os.fstat(fd)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    out[f"{link} (held open outside the run's folder, descriptor {fd})"] = (st.st_size,
+                                                                                         st.st_mtime_ns)
+        for path in _shared_maps():
+            if path == self.root or path.startswith(self.root + os.sep) or path.startswith(_ALLOWED_PREFIXES):
+                continue
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
+                out[f"{path} (mapped writable into memory)"] = (st.st_size, st.st_mtime_ns)
+        return out
+
+
+def _shared_maps() -> set[str]:
+    """Files mapped shared and writable into this process (a store that writes through mmap)."""
+    found = set()
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[1][1:2] == b"w" and parts[1][3:4] == b"s":
+                    p = parts[5].strip().decode(errors="replace")
+                    if p.startswith("/") and not p.endswith("(deleted)"):
+                        found.add(p)
+    except OSError:
+        pass
+    return found
