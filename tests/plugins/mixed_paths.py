@@ -160,3 +160,71 @@ def redis_counter():
 
 def lmdb_counter():
     return LmdbCounter()
+
+
+class SeededOnce:
+    """Storage split between the run's folder and a server (a dict stands in for it, emptied by
+    every open() as a fresh server schema would be): setup seeds both, but toki sets up once and
+    copies the folder (storage_in_location left at its default), so in every run the server part
+    is missing and every call raises TypeError, serial runs included."""
+
+    name, version, executed = "seeded-once", "1.0", "real"
+
+    def __init__(self):
+        self.server: dict = {}
+        self.scenarios = {"increment": Scenario("increment", "two agents add one", ("A", "B"), self.call,
+                                                setup=self.setup, detectors=(_LOST,))}
+
+    def open(self, location):
+        self.server.clear()
+        return Path(location)
+
+    def close(self, folder) -> None:
+        pass
+
+    def setup(self, folder) -> None:
+        (folder / "seeded").write_text("1")
+        self.server["n"] = 0
+
+    def state(self, folder):
+        return {"n": self.server.get("n")}
+
+    def call(self, folder, agent):
+        step = int((folder / "seeded").read_text())
+        self.server["n"] = self.server.get("n") + step  # TypeError: the server part was never seeded
+
+
+def seeded_once():
+    return SeededOnce()
+
+
+class RaisingDetector:
+    """A detector written for the states the author expected, which raises on another."""
+
+    name, version, executed = "raising-detector", "1.0", "real"
+
+    def __init__(self):
+        def lost(state, errors):
+            return [] if state["n"] == 2 else ["lost"]  # KeyError on a state without "n"
+        self.scenarios = {"increment": Scenario("increment", "two agents add one", ("A", "B"), self.call,
+                                                setup=self.setup, detectors=(Detector("lost-update", lost),))}
+
+    def open(self, location):
+        return Path(location) / "n.txt"
+
+    def close(self, p) -> None:
+        pass
+
+    def setup(self, p) -> None:
+        p.write_text("0")
+
+    def state(self, p):
+        return {"count": int(p.read_text())}
+
+    def call(self, p, agent):
+        n = int(p.read_text())
+        p.write_text(str(n + 1))
+
+
+def raising_detector():
+    return RaisingDetector()

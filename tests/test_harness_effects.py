@@ -1,0 +1,218 @@
+"""No wrong certificate: fail closed on every effect, in the shapes third-party code takes.
+
+Each plug-in here (tests/plugins/mixed_paths.py, file_locked.py) was written from docs/engines.md
+as a new user would, around a library no one in toki wrote. The claims:
+
+- an agent that mixes one controlled call with a path toki does not intercept (psycopg2, libpq in
+  C, over a Unix socket or TCP; redis-py over a Python socket; LMDB, a native writer with its files
+  outside the run's folder) is never certified: unverifiable, naming the path, never exit 0;
+- a scenario whose calls fail in every serial order is unverifiable, naming the failure;
+- file locks are steps: a blocking ``flock`` and ``filelock``'s polled lock are certified complete
+  at two preemptions; no lock, or ``lockf`` (a per-process lock that threads share), is found;
+- a detector that raises is a one-line plug-in error (exit 2), never a traceback;
+- plug-ins written against the previous release's import paths keep working.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import traceback
+import warnings
+
+import pytest
+
+from toki.cli import main
+
+
+def _toki(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        rc = main(list(argv), out=out, err=err)
+    except Exception as e:  # noqa: BLE001 - any exception here is a traceback a user would see
+        pytest.fail(f"toki {' '.join(argv)} raised {type(e).__name__}: {e}\n"
+                    + "".join(traceback.format_exception(e))[-3000:], pytrace=False)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _verdict(spec: str, *extra: str) -> tuple[int, dict]:
+    rc, out, err = _toki("certify", "--engine-module", spec, "--scenario", "increment", "--step-limit", "5",
+                         "--json", "-", *extra)
+    assert rc in (0, 1), f"{spec}: exit {rc}\n{out}{err}"
+    (v,) = json.loads(out)["verdicts"]
+    return rc, v
+
+
+def _refused(spec: str, *extra: str, naming: str) -> dict:
+    """Never certified: unverifiable (exit 1) with a one-line reason naming the path."""
+    for search in (("--budget", "10"), ("--exhaustive", "2")):
+        rc, v = _verdict(spec, *search, *extra)
+        assert v["verdict"] == "unverifiable", v
+        assert rc == 1, (rc, v)
+        reason = str(v.get("reason"))
+        assert "\n" not in reason and naming in reason, reason
+    return v
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+# -- 1. per-effect soundness ---------------------------------------------------------------------
+
+@pytest.mark.db
+def test_a_c_driver_beside_a_controlled_call_over_a_unix_socket_is_refused(toki_server):
+    """psycopg2 to the embedded server's Unix socket: Linux counts no bytes on it, so its mere
+    use during a run is refused."""
+    pytest.importorskip("psycopg2")
+    if "host=/" not in toki_server.dsn and "%2F" not in toki_server.dsn and "@/" not in toki_server.dsn:
+        pytest.skip("the server is reached over TCP here (the TCP test covers it)")
+    _refused("tests.plugins.mixed_paths:psycopg2_counter", "--dsn", toki_server.dsn, naming="Unix socket")
+
+
+def test_a_c_driver_beside_a_controlled_call_over_tcp_is_refused():
+    """psycopg2 to PostgreSQL on 127.0.0.1:5432: the connection's TCP byte counters move between
+    two steps."""
+    pytest.importorskip("psycopg2")
+    if not _answers("127.0.0.1", 5432):
+        pytest.skip("no PostgreSQL on 127.0.0.1:5432")
+    _refused("tests.plugins.mixed_paths:psycopg2_counter", "--dsn", "postgresql://postgres@127.0.0.1:5432/postgres",
+             naming="TCP connection to ('127.0.0.1', 5432)")
+
+
+def test_a_python_socket_client_beside_a_controlled_call_is_refused_naming_thread_and_code():
+    pytest.importorskip("redis")
+    if not _answers("127.0.0.1", 6379):
+        pytest.skip("no Redis on 127.0.0.1:6379")
+    v = _refused("tests.plugins.mixed_paths:redis_counter", naming="toki-agent-")
+    assert "redis" in v["reason"] and "6379" in v["reason"], v["reason"]
+
+
+def test_a_native_store_writing_outside_the_runs_folder_is_refused():
+    pytest.importorskip("lmdb")
+    _refused("tests.plugins.mixed_paths:lmdb_counter", naming="data.mdb")
+
+
+def test_a_write_opened_outside_the_runs_folder_stops_the_run_where_it_happens(tmp_path):
+    """The audit hook sees a file opened for writing outside the folder, in every run, and names
+    the line that did it."""
+    from toki.harness import Scenario
+    from toki.harness.controller import Unverifiable
+    from toki.harness.search import search
+    from toki.harness.trial import TrialRunner
+
+    outside = tmp_path / "elsewhere.json"
+
+    class Elsewhere:
+        name, version, executed = "elsewhere", "1.0", "real"
+        scenarios = {}
+
+        def open(self, location):
+            return location
+
+        def close(self, h):
+            pass
+
+        def state(self, h):
+            return {"n": int((h / "n").read_text())} if (h / "n").exists() else {}
+
+        def setup(self, h):
+            (h / "n").write_text("0")
+
+        def call(self, h, agent):
+            n = int((h / "n").read_text())
+            with open(outside, "w") as f:  # the line the message must name
+                f.write(str(n))
+            (h / "n").write_text(str(n + 1))
+
+    eng = Elsewhere()
+    eng.scenarios = {"increment": Scenario("increment", "", ("A", "B"), eng.call, setup=eng.setup)}
+    with TrialRunner(eng, "increment") as runner:
+        with pytest.raises(Unverifiable, match=r"opened .*elsewhere\.json for writing.*test_harness_effects\.py:\d+"):
+            search(runner, budget=5, seed=0)
+
+
+# -- 2. nothing ran, nothing certified -----------------------------------------------------------
+
+def test_a_scenario_whose_calls_fail_in_every_serial_order_is_unverifiable_naming_the_failure():
+    rc, v = _verdict("tests.plugins.mixed_paths:seeded_once", "--budget", "10")
+    assert rc == 1 and v["verdict"] == "unverifiable", v
+    assert "failed in every serial order" in v["reason"] and "TypeError" in v["reason"], v["reason"]
+    assert "storage_in_location" in v["reason"], v["reason"]
+
+
+# -- 3. file locks ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["flock", "polled"])
+def test_a_counter_guarded_by_a_file_lock_is_certified_complete(how):
+    if how == "polled":
+        pytest.importorskip("filelock")
+    rc, v = _verdict(f"tests.plugins.file_locked:{how}", "--exhaustive", "2")
+    assert rc == 0 and v["verdict"] == "excludes", v
+    assert v["search"]["complete"] is True, v["search"]
+
+
+@pytest.mark.parametrize("how", ["racy", "lockf"])
+def test_a_counter_without_a_lock_threads_respect_is_found(how):
+    """``lockf`` is a per-process record lock: the agents are threads of one process, so it
+    excludes nothing, and the lost update real threads show is found."""
+    rc, v = _verdict(f"tests.plugins.file_locked:{how}", "--exhaustive", "2")
+    assert rc == 1 and v["verdict"] == "admits", v
+
+
+def test_a_blocking_file_lock_held_by_every_agent_in_turn_is_a_step_not_an_unseen_wait():
+    from toki.harness.controller import SerialChooser
+    from toki.harness.trial import TrialRunner
+    from tests.plugins.file_locked import flock
+
+    with TrialRunner(flock(), "increment") as runner:
+        trace, out = runner.run(SerialChooser(("A", "B")))
+    kinds = [s.kind for s in trace.steps]
+    assert kinds.count("file-lock") == 4 and out.state == {"n": 2}, (kinds, out)
+
+
+# -- 5. a detector that raises ---------------------------------------------------------------------
+
+def test_a_detector_that_raises_is_a_one_line_plugin_error():
+    rc, out, err = _toki("certify", "--engine-module", "tests.plugins.mixed_paths:raising_detector",
+                         "--budget", "10", "--step-limit", "5")
+    lines = [ln for ln in (out + err).splitlines() if ln.strip()]
+    assert rc == 2 and "Traceback" not in out + err, (rc, out, err)
+    assert len(lines) == 1 and "detector 'lost-update' raised KeyError" in lines[0] and "state" in lines[0], lines
+
+
+# -- 4. old import paths ---------------------------------------------------------------------------
+
+def test_plugins_written_for_the_previous_release_still_import():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from toki.engines.locks import InstrumentedLock
+        from toki.engines.trial import TrialRunner
+        import toki.engines.controller as old
+    import toki.harness.controller as new
+    from toki.harness import InstrumentedLock as current
+    from toki.harness.trial import TrialRunner as runner
+
+    assert old is new and InstrumentedLock is current and TrialRunner is runner
+    assert any(issubclass(w.category, DeprecationWarning) and "toki.harness.locks" in str(w.message) for w in caught)
+
+
+# -- 8. fsync bound at import ----------------------------------------------------------------------
+
+def test_an_fsync_bound_at_import_is_a_step(tmp_path):
+    """A library that wrote ``fsync = os.fsync`` at import still has its fsyncs seen."""
+    from toki.harness import Scenario
+    from toki.harness.controller import SerialChooser
+    from toki.harness.trial import TrialRunner
+    from tests.plugins import fsync_alias
+
+    eng = fsync_alias.engine()
+    with TrialRunner(eng, "put") as runner:
+        trace, _ = runner.run(SerialChooser(("A",)), agents=("A",))
+    assert any(s.kind == "file-fsync" for s in trace.steps), [(s.kind, s.detail) for s in trace.steps]
+    assert isinstance(eng.scenarios["put"], Scenario)
