@@ -269,7 +269,7 @@ def test_a_lock_made_before_the_trial_out_of_reach_is_recognised_as_an_uncontrol
 
 
 class LowLevel(_Base):
-    """Writes through os.open/os.write, which the harness does not intercept."""
+    """Reads and writes through os.open/os.read/os.write on a file under the folder: each is a step."""
 
     name = "low-level"
 
@@ -293,8 +293,32 @@ class LowLevel(_Base):
         os.close(fd)
 
 
-def test_storage_written_through_a_path_the_harness_does_not_see_is_caught_by_the_self_check():
+class CLevel(LowLevel):
+    """Writes through the C library's write(2) (ctypes), which no Python-level hook sees."""
+
+    name = "c-level"
+
+    def increment(self, p, agent):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        n = int(p.read_text())
+        data = str(n + 1).encode()
+        fd = os.open(p, os.O_RDONLY)
+        os.close(fd)
+        with open(p, "r+") as f:
+            libc.pwrite(f.fileno(), data, len(data), ctypes.c_long(0))
+
+
+def test_raw_descriptor_calls_under_the_folder_are_steps_and_the_race_is_found():
     with TrialRunner(LowLevel(), "increment") as runner:
+        trace, _ = runner.run(SerialChooser(["A", "B"]))
+        assert {"file-open-a", "file-read", "file-write"} <= {s.kind for s in trace.steps}
+        assert search(runner, budget=40, seed=0).admits
+
+
+def test_storage_written_through_a_path_the_harness_does_not_see_is_caught_by_the_self_check():
+    with TrialRunner(CLevel(), "increment") as runner:
         with pytest.raises(Unverifiable, match=r"storage changed while no agent held a granted call: n\.txt"):
             runner.serial_outcomes()
 
