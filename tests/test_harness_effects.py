@@ -216,3 +216,12 @@ def test_an_fsync_bound_at_import_is_a_step(tmp_path):
         trace, _ = runner.run(SerialChooser(("A",)), agents=("A",))
     assert any(s.kind == "file-fsync" for s in trace.steps), [(s.kind, s.detail) for s in trace.steps]
     assert isinstance(eng.scenarios["put"], Scenario)
+
+
+# -- 10. a library's own conflict error, declared a clean abort ------------------------------------
+
+def test_a_librarys_conflict_error_is_a_failed_call_until_the_plugin_names_it_a_clean_abort():
+    rc, v = _verdict("tests.plugins.optimistic:undeclared", "--exhaustive", "2")
+    assert rc == 1 and v["verdict"] == "admits" and any(a.startswith("failed-call") for a in v["anomalies"]), v
+    rc, v = _verdict("tests.plugins.optimistic:declared", "--exhaustive", "2")
+    assert rc == 0 and v["verdict"] == "excludes" and v["search"]["complete"] is True, v

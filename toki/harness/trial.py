@@ -255,7 +255,11 @@ class TrialRunner:
         discard = getattr(eng, "discard", None)
         if callable(discard):
             plugin_call(eng, "discard", discard, loc)
-        failed = {a: type(e).__name__ for a, e in sorted(trace.errors.items()) if not clean_abort(e)}
+        # The plug-in names the library's own conflict errors that a caller retries (an ORM's
+        # optimistic version check, a store's "modified concurrently"): clean aborts, like 40001.
+        own = tuple(getattr(eng, "clean_aborts", ()) or ())
+        failed = {a: type(e).__name__ for a, e in sorted(trace.errors.items())
+                  if not clean_abort(e) and not (own and isinstance(e, own))}
         observed = {a: trace.results[a] for a in sorted(trace.results)} if sc.observe else None
         return trace, Outcome(state, trace.outcome_errors(), tuple(sorted(trace.results)), failed, observed)
 
