@@ -16,6 +16,10 @@ scenario under the engine harness)::
 
     def test_my_engine_under_concurrency(toki_certify_engine):
         toki_certify_engine("mypkg.toki_plugin:engine", "double-write")   # fails with the grants
+
+    def test_no_new_race(toki_certify_engine):       # a CI gate: known races pass, new ones fail
+        toki_certify_engine("mypkg.toki_plugin:engine", "double-write", exhaustive=2,
+                            baseline="tests/toki-baseline.toml", time_budget=120)
 """
 
 from __future__ import annotations
@@ -89,7 +93,7 @@ def toki_certify(toki_server):
 @pytest.fixture
 def toki_certify_engine():
     """``certify_engine(engine, scenario, *, budget=100, seed=0, expect="excludes", fail_on_design=False,
-    exhaustive=None, pct=None)``.
+    exhaustive=None, pct=None, baseline=None, time_budget=None)``.
 
     Runs ``scenario`` of ``engine`` (toki's name for it, a ``module:factory`` string, or an engine
     object implementing :mod:`toki.harness.engine`) under the engine harness, with the verdicts of
@@ -101,33 +105,63 @@ def toki_certify_engine():
     did not control, or its read-out is empty) fails either way, with the reason; a plug-in whose
     own method raises fails with one line naming the method. ``exhaustive=K`` searches every
     interleaving with at most K preemptions (``budget`` then caps the runs only when given), and
-    an "excludes" must be a complete certificate; ``pct=D`` draws ``budget`` PCT schedules. Returns
-    the :class:`toki.harness.search.Certificate` (``admits``, ``found``, ``tried``, ``search``).
+    an "excludes" must be a complete certificate; ``pct=D`` draws ``budget`` PCT schedules.
+
+    ``baseline="FILE"`` (a file ``toki certify --write-baseline FILE`` wrote, reasons edited) gates
+    as ``toki certify --baseline FILE`` does: the test fails only on a verdict worse than the file
+    accepts (a race or anomaly kind it does not list for the scenario, an unverifiable run, with
+    ``fail_on_design`` a by-design finding it does not list), and says which. ``time_budget=S``
+    ends the search after S seconds: a search cut short with nothing found fails the test as "not
+    certified" (never a silent pass). Returns the :class:`toki.harness.search.Certificate`
+    (``admits``, ``found``, ``tried``, ``search``).
     """
+    import time
+
     from toki.engines.registry import load_engine
+    from toki.errors import ConfigError
     from toki.harness.controller import Unverifiable
     from toki.harness.engine import connect_database
     from toki.harness.search import certify_search, context_switches
     from toki.harness.trial import PluginError, TrialRunner
+    from toki.harness.witness import Baseline
+
+    def kinds(findings):
+        return sorted({f.split(":", 1)[0] for f in findings})
 
     def run(engine, scenario, *, budget=None, seed=0, expect="excludes", fail_on_design=False, exhaustive=None,
-            pct=None):
+            pct=None, baseline=None, time_budget=None):
+        started = time.monotonic()
         if expect not in ("excludes", "admits"):
             raise ValueError(f"expect={expect!r}: use 'excludes' or 'admits'")
         if exhaustive is not None and pct is not None:
             raise ValueError("exhaustive= and pct= are two ways to search; pass one")
+        if baseline is not None and expect != "excludes":
+            raise ValueError("baseline= gates a test that expects no new race; leave expect='excludes'")
+        if time_budget is not None and not 0 < time_budget < float("inf"):
+            raise ValueError(f"time_budget={time_budget!r}: a positive number of seconds")
+        try:
+            base = Baseline.load(baseline) if baseline is not None else None
+        except ConfigError as e:
+            pytest.fail(str(e), pytrace=False)
         mode, bound = ("exhaustive", exhaustive) if exhaustive is not None else ("pct", pct) if pct is not None \
             else ("random", None)
         if budget is None and mode != "exhaustive":
             budget = 100
         if isinstance(engine, str):
             engine = load_engine(None, engine) if ":" in engine else load_engine(engine, None)
+        if base is not None:
+            try:
+                base.check_engine(engine)
+            except ConfigError as e:
+                pytest.fail(str(e), pytrace=False)
         connect_database(engine, None)
         where = f"{engine.name} {scenario}"
+        deadline = None if time_budget is None else started + time_budget
         try:
             with TrialRunner(engine, scenario) as runner:
-                res = certify_search(runner, mode=mode, bound=bound, budget=budget, seed=seed)
-                design = next((f for _, _, o in runner.serial_runs for f in runner.by_design(o)), None)
+                res = certify_search(runner, mode=mode, bound=bound, budget=budget, seed=seed, deadline=deadline)
+                designs = [f for _, _, o in runner.serial_runs for f in runner.by_design(o)]
+                design = designs[0] if designs else None
                 silent = runner.silent
         except Unverifiable as e:
             pytest.fail(f"{where} is unverifiable: {e}", pytrace=False)
@@ -136,6 +170,21 @@ def toki_certify_engine():
         if silent:
             pytest.fail(f"{where}: the engine's state() is empty in every serial order; a check told nothing "
                         "cannot pass", pytrace=False)
+        if res.search.get("out_of_time") and not res.admits:
+            pytest.fail(f"{where}: not certified: {res.search['guarantee']}", pytrace=False)
+        if base is not None:
+            verdict = "admits" if res.admits else "by-design" if design else "excludes"
+            judged = base.compare(scenario, verdict, kinds(res.found.anomalies) if res.admits else [],
+                                  kinds(designs), fail_on_design=fail_on_design)
+            if judged["fails"]:
+                f = res.found
+                pytest.fail(f"{where}: worse than baseline {base.path}: " + "; ".join(judged["says"])
+                            + ("" if f is None else "\n" + "; ".join(f.anomalies) + f"\nminimal interleaving "
+                               f"({context_switches(f.trace)} context switches), grants:\n" + " ".join(f.trace.grants)),
+                            pytrace=False)
+            if exhaustive is not None and not res.admits and not res.search["complete"]:
+                pytest.fail(f"{where}: {res.search['guarantee']}", pytrace=False)
+            return res
         if expect == "excludes" and res.admits:
             f = res.found
             pytest.fail(f"{where} admits: " + "; ".join(f.anomalies)

@@ -29,8 +29,11 @@ def register(sub) -> None:
     p = sub.add_parser("certify", help="certify a memory engine's write path against its operator's isolation contract",
                        description=__doc__.split("\n\n")[1],
                        epilog="exit status: 0 contract holds within the budget (an engine's by-design findings "
-                              "are notes unless --fail-on-design), 1 an anomaly (witness printed) or an unverifiable "
-                              "run, 2 bad input or a broken plug-in")
+                              "are notes unless --fail-on-design; with --baseline, every finding is one the file "
+                              "accepts), 1 an anomaly (witness printed) or an unverifiable run (with --baseline: a "
+                              "verdict worse than the file accepts), 2 bad input, a malformed baseline or a broken "
+                              "plug-in, 3 not certified: --time-budget ended a search before it finished and "
+                              "nothing worse was found")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--adapter", metavar="MODULE:FACTORY",
                       help="a write path on toki's table, e.g. toki.properties.adapter:toki_lww or mypkg.memory:adapter")
@@ -69,12 +72,24 @@ def register(sub) -> None:
                    help="(--engine) PCT schedules for races of depth D (--budget runs), with PCT's probability bound")
     p.add_argument("--mode", default="audit_row", choices=("audit_row", "dual_row", "base"),
                    help="schema mode for TOKI's own write path")
+    p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                   help="(--engine) end every search (random, PCT, exhaustive, sharded) at this many seconds from "
+                        "the start; a search it cuts short certifies nothing: complete false, out_of_time true in "
+                        "--json, exit 3 unless something worse was found")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="(--engine) accepted findings (TOML, written by --write-baseline): fail only on a verdict "
+                        "worse than the file accepts (a new race or anomaly kind, an unverifiable run), and say which")
+    p.add_argument("--write-baseline", metavar="FILE",
+                   help="(--engine) record this run's findings as accepted, races apart from by-design findings, "
+                        "each with a TODO reason to edit (with --baseline, its reasons are kept); the exit status "
+                        "is the run's own")
     p.add_argument("--junit", metavar="PATH", help="write a JUnit XML report")
     p.add_argument("--witness", metavar="PATH", help="write the witness: a schedule file for --adapter; for --engine a "
                    "JSON witness per scenario, PATH's name + .SCENARIO (w.json -> w.double-supersede.json)")
     p.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH", help="print the verdict as JSON")
     add_dsn_option(p)
-    p.set_defaults(func=run)
+    # --time-budget counts from here (the command line parsed, before any engine is imported)
+    p.set_defaults(func=run, started=time.monotonic())
 
 
 def junit_xml(verdicts, elapsed_s: float) -> str:
@@ -99,6 +114,12 @@ def junit_xml(verdicts, elapsed_s: float) -> str:
 
 
 def run(args, out) -> int:
+    if not (args.engine or args.engine_module):
+        given = [opt for opt, v in (("--time-budget", args.time_budget), ("--baseline", args.baseline),
+                                    ("--write-baseline", args.write_baseline)) if v is not None]
+        if given:
+            raise ConfigError(f"{', '.join(given)} gate(s) an engine's certification",
+                              fix="use with --engine NAME or --engine-module MODULE:FACTORY")
     if args.engine or args.engine_module:
         from toki.cli.certify_engine import run_engine
 

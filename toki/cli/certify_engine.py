@@ -8,9 +8,17 @@ replay the shrunk witness to confirm it, and write it (``--witness``), its pictu
 Verdicts: ``admits`` (an outcome no serial order produces), ``excludes`` (none within the
 budget), ``by-design`` (a property of the engine that serial orders show too: reported with its
 note), ``unverifiable`` (the run did something the harness did not control, or the engine's
-read-out says nothing: no check can pass on it). Exit 0 when every scenario excludes or is
-by-design (``--fail-on-design`` fails those too), 1 when one admits or is unverifiable, 2 on bad
-input or a plug-in whose own methods fail.
+read-out says nothing: no check can pass on it), ``out-of-time`` (``--time-budget`` ended the
+search before it finished, with no anomaly found: nothing is certified). Exit 0 when every
+scenario excludes or is by-design (``--fail-on-design`` fails those too), 1 when one admits or is
+unverifiable, 2 on bad input (a malformed ``--baseline`` among it) or a plug-in whose own methods
+fail, 3 when a search ran out of time and nothing else failed ("not certified").
+
+``--baseline FILE`` gates against a file of accepted findings (:class:`toki.harness.witness.Baseline`):
+a race whose anomaly kinds the file accepts for its scenario passes, as does an accepted by-design
+finding under ``--fail-on-design``; a new race or kind fails, and the text, JSON and JUnit say
+which. ``--write-baseline FILE`` records this run's findings (races apart from by-design ones),
+each with a placeholder reason to edit.
 
 A replay (``--replay``) exits 1 whenever a replayed run shows an anomaly or a by-design finding,
 whether or not it is the recorded outcome, and says where the outcome differs from the recorded
@@ -27,6 +35,7 @@ from toki.render import emit_json, progress, table
 from toki.errors import ConfigError
 
 FAILING = ("admits", "unverifiable")
+NOT_CERTIFIED = 3  # exit status: the time budget ended a search and nothing worse was found
 
 
 def _per_scenario(path: str | None, scenario: str) -> Path | None:
@@ -51,9 +60,12 @@ def _server_for(engine, dsn):
 
 def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: float, witness: str | None,
                      png: str | None, svg: str | None, bar=None, mode: str = "random",
-                     bound: int | None = None, searched=None, keep_going: bool = False) -> dict:
+                     bound: int | None = None, searched=None, keep_going: bool = False,
+                     deadline: float | None = None) -> dict:
     """One scenario: serial orders, search, shrink, witness and picture; the verdict row.
-    ``searched(runner)``, when given, stands for the search (the merged shards of a cluster)."""
+    ``searched(runner)``, when given, stands for the search (the merged shards of a cluster).
+    ``deadline`` (a :func:`time.monotonic` time) ends the search: a scenario it cuts short with
+    no anomaly found is ``out-of-time``, and one it reaches before starting is not run at all."""
     from toki.harness.controller import ReplayChooser, Unverifiable
     from toki.harness.search import certify_search
     from toki.harness.trial import TrialRunner
@@ -68,12 +80,26 @@ def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: f
          "search": {"mode": mode, "bound": bound, "explored": 0, "pruned": 0, "complete": False, "guarantee": None}}
     t0 = time.perf_counter()
     w = None
+    if deadline is not None:
+        v["search"]["out_of_time"] = False
+        if time.monotonic() >= deadline and not getattr(searched, "hit", False):
+            # Nothing left to run but the serial orders: a verdict could not rest on them alone.
+            done = getattr(searched, "search", None) or {}
+            v["search"] = {**v["search"], **done}
+            if not v["search"].get("complete"):
+                v["search"].update(complete=False, out_of_time=True,
+                                   guarantee=done.get("guarantee") if done.get("out_of_time") else
+                                   "not started: the --time-budget ran out before this scenario; nothing certified")
+                v.update(verdict="out-of-time", trials=v["search"]["explored"],
+                         reason="the --time-budget ran out before the search finished")
+                v["elapsed_s"] = round(time.perf_counter() - t0, 3)
+                return v
     with TrialRunner(engine, name, step_limit_s=step_limit) as runner:
         total = budget if budget is not None else None
         task = bar.add_task(f"{engine.name} {name}", total=total) if bar is not None else None
         try:
             cert = searched(runner) if searched is not None else certify_search(
-                runner, mode=mode, bound=bound, budget=budget, seed=seed, keep_going=keep_going,
+                runner, mode=mode, bound=bound, budget=budget, seed=seed, keep_going=keep_going, deadline=deadline,
                 on_trial=None if bar is None else (lambda n, hit: bar.update(task, completed=n)))
             found = cert.found
             v.update(trials=cert.tried, shrinks=cert.shrinks, search=cert.search,
@@ -90,6 +116,9 @@ def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: f
                                        provenance=provenance(seed=seed, options=opts))
                 again = runner.trial(ReplayChooser(w.grants))
                 v.update(verdict="admits", anomalies=list(w.anomalies), replayed=digest(again.outcome.key) == w.outcome)
+            elif cert.search.get("out_of_time"):
+                # cut short with nothing found: not "excludes", whatever the serial orders showed
+                v.update(verdict="out-of-time", reason="the --time-budget ran out before the search finished")
             elif design:  # shown by a serial order: the engine's design, not a race
                 trace, outcome, found = design[0]
                 w = Witness.from_serial(engine, name, trace, outcome, found, seed=seed, budget=budget or 0)
@@ -127,7 +156,15 @@ def _scenario_shard(name: str, spec: dict) -> dict:
     _server_for(engine, spec["dsn"])
     return certify_scenario(engine, name, budget=spec["budget"], seed=spec["seed"], step_limit=spec["step_limit"],
                             witness=spec["witness"], png=spec["png"], svg=spec["svg"], mode=spec.get("mode", "random"),
-                            bound=spec.get("bound"), keep_going=spec.get("keep_going", False))
+                            bound=spec.get("bound"), keep_going=spec.get("keep_going", False),
+                            deadline=_local_deadline(spec))
+
+
+def _local_deadline(spec: dict) -> float | None:
+    """The run's deadline on this process's monotonic clock. It travels as wall-clock time (the
+    same instant on every machine whose clock is set), converted once, on arrival."""
+    at = spec.get("deadline")
+    return None if at is None else time.monotonic() + (at - time.time())
 
 
 # An exhaustive search on a cluster is cut into this many shards per scenario (more on a larger
@@ -152,6 +189,10 @@ def _exhaustive_shard(job: tuple, spec: dict) -> dict:
     name, i, n, record, budget, serial = job
     below = n is None
     shard = (0, 1) if below else (i, n)
+    deadline = _local_deadline(spec)
+    if deadline is not None and time.monotonic() >= deadline:  # not even the engine is loaded
+        return {"shard": list(shard), "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
+                "out_of_time": True}
     try:
         engine = load_engine(spec["engine"], spec["engine_module"])
         _server_for(engine, spec["dsn"])
@@ -160,14 +201,14 @@ def _exhaustive_shard(job: tuple, spec: dict) -> dict:
                 runner.adopt_serial_outcomes(serial)
             if below:
                 record = Memo()
-                part = exhaustive_part(runner, bound=spec["bound"] - 1, budget=budget, memo=record)
+                part = exhaustive_part(runner, bound=spec["bound"] - 1, budget=budget, memo=record, deadline=deadline)
                 part["record"], part["serial"] = record, runner.serial_outcomes()
             elif spec["keep_going"] or record is None:
                 part = exhaustive_part(runner, bound=spec["bound"], shard=shard, keep_going=spec["keep_going"],
-                                       budget=budget)
+                                       budget=budget, deadline=deadline)
             else:
                 part = exhaustive_part(runner, bound=spec["bound"], shard=shard, budget=budget, memo=record,
-                                       start=spec["bound"])
+                                       start=spec["bound"], deadline=deadline)
     except Unverifiable as e:
         return {"shard": list(shard), "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
                 "unverifiable": _one_line(e)}
@@ -248,33 +289,62 @@ def _merged_search(parts: list[dict], bound: int):
                                        "randomness, a thread of the engine's own)")
         return Certificate(found, doc["explored"], 0, doc)
 
+    # what certify_scenario needs to know before it runs anything (past the deadline)
+    good = [p for p in parts if not p.get("unverifiable")]
+    searched.hit = first_hit(good) is not None or len(good) < len(parts)
+    searched.search = exhaustive_verdict(bound, good) if good and len(good) == len(parts) else None
     return searched
 
 
 def _fails(v: dict, fail_on_design: bool) -> bool:
-    return v["verdict"] in FAILING or (fail_on_design and v["verdict"] == "by-design")
+    """Does the row fail the gate (exit 1)? With a baseline, the baseline's judgement says."""
+    if "baseline" in v:
+        return v["baseline"]["fails"]
+    return v["verdict"] in FAILING or (fail_on_design and bool(v["by_design"]))
+
+
+def _race_kinds(v: dict) -> list[str]:
+    return sorted({a.split(":", 1)[0] for a in v["anomalies"]}) if v["verdict"] == "admits" else []
+
+
+def _design_kinds(v: dict) -> list[str]:
+    return sorted({a.split("): ", 1)[1].split(":", 1)[0] for a in v["by_design"]})
 
 
 def _kinds(v: dict) -> str:
-    if v["verdict"] == "admits":
-        found = [a.split(":", 1)[0] for a in v["anomalies"]]
-    elif v["verdict"] == "by-design":
-        found = [a.split("): ", 1)[1].split(":", 1)[0] for a in v["by_design"]]
-    else:
-        found = []
-    return ", ".join(sorted(set(found))) or "-"
+    found = _race_kinds(v) if v["verdict"] == "admits" else _design_kinds(v) if v["verdict"] == "by-design" else []
+    return ", ".join(found) or "-"
+
+
+def exit_status(verdicts: list[dict], fail_on_design: bool) -> int:
+    """1 a row fails the gate, else 3 a search ran out of time (not certified), else 0."""
+    if any(_fails(v, fail_on_design) for v in verdicts):
+        return 1
+    if any(v["verdict"] == "out-of-time" for v in verdicts):
+        return NOT_CERTIFIED
+    return 0
+
+
+def _finding(v: dict) -> dict:
+    """What --write-baseline records of a row."""
+    return {"scenario": v["scenario"], "verdict": v["verdict"], "anomalies": _race_kinds(v),
+            "by_design": _design_kinds(v), "example": v["anomalies"][0] if _race_kinds(v) else None,
+            "design_example": v["by_design"][0].split("): ", 1)[1] if v["by_design"] else None,
+            "witness": v.get("witness") if v["verdict"] == "admits" else None}
 
 
 def _explain(v: dict, out) -> None:
     """What a person reads under the table: findings, the witness's grant order and its switches."""
     sc = v["scenario"]
-    if (v.get("search") or {}).get("guarantee") and v["verdict"] in ("excludes", "admits"):
+    if (v.get("search") or {}).get("guarantee") and v["verdict"] in ("excludes", "admits", "out-of-time"):
         out.write(f"{sc}: search: {v['search']['guarantee']}\n")
     for a in v["anomalies"]:
         out.write(f"{sc}: {a}\n")
     for d in v["by_design"]:
         gate = "" if v["verdict"] != "by-design" else " (not a race; --fail-on-design makes it fail the gate)"
         out.write(f"{sc}: note: {d}{gate}\n")
+    for line in (v.get("baseline") or {}).get("says", []):
+        out.write(f"{sc}: baseline: {line}\n")
     if v["runs"] is None:
         return
     what = "minimal witness" if v["verdict"] == "admits" else "serial run"
@@ -296,10 +366,23 @@ def _explain(v: dict, out) -> None:
 
 
 def run_engine(args, out) -> int:
+    time_budget = getattr(args, "time_budget", None)
+    # The budget counts from when the command started (certify_cmd's parser): importing and loading
+    # the engine and its serial orders are part of the gate's time too.
+    started = getattr(args, "started", None) or time.monotonic()
+    deadline = None if time_budget is None else started + time_budget
+
     from toki.engines.registry import load_engine
+    from toki.harness.witness import Baseline
     from toki.runinfo import provenance
 
+    if time_budget is not None and not 0 < time_budget < float("inf"):
+        raise ConfigError(f"--time-budget {time_budget}: the budget must be a positive number of seconds",
+                          fix="pass --time-budget 600 (ten minutes)")
+    baseline_path, write_path = getattr(args, "baseline", None), getattr(args, "write_baseline", None)
+    baseline = Baseline.load(baseline_path) if baseline_path else None
     engine = load_engine(args.engine, args.engine_module)
+    baseline_notes = baseline.check_engine(engine) if baseline else []
     exhaustive, pct = getattr(args, "exhaustive", None), getattr(args, "pct", None)
     if exhaustive is not None and pct is not None:
         raise ConfigError("--exhaustive and --pct are two ways to search; pass one",
@@ -339,7 +422,8 @@ def run_engine(args, out) -> int:
             "seed": args.seed, "step_limit": args.step_limit, "mode": mode, "bound": bound, "keep_going": keep_going,
             "witness": str(Path(args.witness).resolve()) if args.witness else None,
             "png": str(Path(args.png).resolve()) if args.png else None,
-            "svg": str(Path(args.svg).resolve()) if args.svg else None}
+            "svg": str(Path(args.svg).resolve()) if args.svg else None,
+            "deadline": None if deadline is None else time.time() + (deadline - time.monotonic())}
 
     def merged(per_scenario: list[list[dict]]) -> list[dict]:
         failed = next((p["failed"] for parts in per_scenario for p in parts if p.get("failed")), None)
@@ -349,7 +433,7 @@ def run_engine(args, out) -> int:
             raise TokiError(failed)
         return [certify_scenario(engine, name, budget=budget, seed=args.seed, step_limit=args.step_limit,
                                  witness=args.witness, png=args.png, svg=args.svg, mode=mode, bound=bound,
-                                 searched=_merged_search(parts, bound))
+                                 searched=_merged_search(parts, bound), deadline=deadline)
                 for name, parts in zip(names, per_scenario)]
 
     if getattr(args, "cluster", None):
@@ -388,31 +472,85 @@ def run_engine(args, out) -> int:
                 verdicts.append(certify_scenario(engine, name, budget=budget, seed=args.seed,
                                                  step_limit=args.step_limit, witness=args.witness, png=args.png,
                                                  svg=args.svg, bar=bar, mode=mode, bound=bound,
-                                                 keep_going=keep_going))
+                                                 keep_going=keep_going, deadline=deadline))
     elapsed = time.perf_counter() - t_all
+    options = {"engine": engine.name, "engine_module": args.engine_module, "scenarios": names, "budget": budget,
+               "search": mode, "bound": bound, "keep_going": keep_going, "fail_on_design": fail_on_design,
+               "cluster": cluster_info, "workers": workers, "time_budget": time_budget}
+    if baseline is not None:
+        for v in verdicts:
+            v["baseline"] = baseline.compare(v["scenario"], v["verdict"], _race_kinds(v), _design_kinds(v),
+                                             fail_on_design=fail_on_design)
+        baseline_notes += [f"{k} {sc}: the engine has no such scenario (drop the entry)"
+                           for k, entries in (("race", baseline.races), ("by-design", baseline.by_design))
+                           for sc in entries if sc not in engine.scenarios]
+    written = skipped = None
+    if write_path:
+        written, skipped = Baseline.record(write_path, [_finding(v) for v in verdicts], engine=engine,
+                                           previous=baseline, options={
+                                               k: options[k] for k in ("scenarios", "search", "bound", "budget",
+                                                                       "keep_going", "time_budget")} | {
+                                               "seed": args.seed})
     if args.junit:
         _junit(verdicts, args.junit, elapsed, fail_on_design)
-    failed = any(_fails(v, fail_on_design) for v in verdicts)
+    status = exit_status(verdicts, fail_on_design)
     if args.json is not None:
-        doc = {"verdicts": verdicts, "provenance": provenance(seed=args.seed, options={
-            "engine": engine.name, "engine_module": args.engine_module, "scenarios": names, "budget": budget,
-            "search": mode, "bound": bound, "keep_going": keep_going,
-            "fail_on_design": fail_on_design, "cluster": cluster_info, "workers": workers},
-            elapsed_s=round(elapsed, 3))}
+        doc = {"verdicts": verdicts, "provenance": provenance(seed=args.seed, options=options,
+                                                               elapsed_s=round(elapsed, 3))}
+        if baseline is not None:
+            doc["baseline"] = {"file": str(baseline.path), "engine": baseline.engine,
+                               "recorded": baseline.provenance, "notes": baseline_notes,
+                               **{st: [v["scenario"] for v in verdicts if v["baseline"]["status"] == st]
+                                  for st in ("new-race", "new-design", "unverifiable", "out-of-time",
+                                             "accepted-race", "accepted-design", "fixed")}}
+        if written is not None:
+            doc["written_baseline"] = {"file": str(written.path), "races": sorted(written.races),
+                                       "by_design": sorted(written.by_design), "not_recorded": skipped}
         emit_json(doc, out, None if args.json == "-" else args.json)
         if args.json == "-":
-            return 1 if failed else 0
+            return status
     rows = [(v["scenario"], v["verdict"], _kinds(v), _examples(v),
              "" if v["runs"] is None else f"{v['grants']} grants, {v['context_switches']} switches",
-             "" if v["replayed"] is None else ("yes" if v["replayed"] else "NO")) for v in verdicts]
+             "" if v["replayed"] is None else ("yes" if v["replayed"] else "NO"))
+            + ((v["baseline"]["status"],) if baseline is not None else ()) for v in verdicts]
     label = "model" if getattr(engine, "executed", "real") == "model" else "real"
     how = {"random": f"random search, budget {budget}", "pct": f"PCT depth {bound}, {budget} runs",
            "exhaustive": f"exhaustive to {bound} preemption(s)" + (f", at most {budget} runs" if budget else "")}[mode]
+    if time_budget is not None:
+        how += f", time budget {time_budget:g} s"
     table(out, f"toki certify --engine {engine.name} {engine.version} ({label}), {how}, seed {args.seed}",
-          ["scenario", "verdict", "anomaly", "examples", "witness", "replays"], rows)
+          ["scenario", "verdict", "anomaly", "examples", "witness", "replays"]
+          + (["baseline"] if baseline is not None else []), rows)
     for v in verdicts:
         _explain(v, out)
-    return 1 if failed else 0
+    if baseline is not None:
+        _baseline_summary(baseline, verdicts, baseline_notes, out)
+    if written is not None:
+        out.write(f"wrote baseline {written.path}: {len(written.races)} accepted race(s) "
+                  f"({', '.join(sorted(written.races)) or 'none'}), {len(written.by_design)} by-design finding(s) "
+                  f"({', '.join(sorted(written.by_design)) or 'none'}); edit each TODO reason, then gate with "
+                  f"--baseline {written.path}\n")
+        for line in skipped:
+            out.write(f"  {line}\n")
+    if status == NOT_CERTIFIED:
+        late = [v["scenario"] for v in verdicts if v["verdict"] == "out-of-time"]
+        out.write(f"not certified: --time-budget {time_budget:g} s ended the search of {', '.join(late)} before it "
+                  f"finished (exit {NOT_CERTIFIED}); raise the budget, or narrow the search\n")
+    return status
+
+
+def _baseline_summary(baseline, verdicts: list[dict], notes: list[str], out) -> None:
+    by = {}
+    for v in verdicts:
+        by.setdefault(v["baseline"]["status"], []).append(v["scenario"])
+    worse = by.get("new-race", []) + by.get("new-design", []) + by.get("unverifiable", [])
+    parts = [f"{len(by.get(k, []))} {what}" for k, what in (("accepted-race", "accepted race(s)"),
+                                                            ("accepted-design", "accepted by-design finding(s)"))]
+    verdict = (f"WORSE in {', '.join(worse)}: fails the gate" if worse else
+               "nothing worse than the baseline accepts")
+    out.write(f"baseline {baseline.path}: {', '.join(parts)}; {verdict}\n")
+    for n in notes:
+        out.write(f"  note: {n}\n")
 
 
 def _examples(v: dict) -> str:
@@ -422,18 +560,23 @@ def _examples(v: dict) -> str:
                 + ("" if how.get("complete") else ", incomplete"))
     if how.get("mode") == "exhaustive":
         return (f"{how['explored']} (+{how['pruned']} pruned)"
-                + (", complete" if how.get("complete") else "" if v["verdict"] == "admits" else ", incomplete"))
+                + (", complete" if how.get("complete") else "" if v["verdict"] == "admits" else
+                   ", out of time" if how.get("out_of_time") else ", incomplete"))
+    late = ", out of time" if how.get("out_of_time") else ""
     if how.get("mode") == "pct":
-        return f"{v['trials']} PCT runs"
-    return f"{v['trials']} (+{v['shrinks']} shrinking)"
+        return f"{v['trials']} PCT runs{late}"
+    return f"{v['trials']} (+{v['shrinks']} shrinking){late}"
 
 
 def _junit(verdicts: list[dict], path: str, elapsed: float, fail_on_design: bool) -> None:
     """JUnit XML: a failing verdict is a <failure>; a by-design note that does not fail is system-out.
     A value the row does not have is left out (never written as "None")."""
+    def late(v):  # out of time, and nothing worse: an error (the test did not finish), not a failure
+        return v["verdict"] == "out-of-time" and not _fails(v, fail_on_design)
+
     suite = ET.Element("testsuite", name="toki-certify-engine", tests=str(len(verdicts)),
-                       failures=str(sum(_fails(v, fail_on_design) for v in verdicts)), errors="0",
-                       time=f"{elapsed:.3f}")
+                       failures=str(sum(_fails(v, fail_on_design) for v in verdicts)),
+                       errors=str(sum(late(v) for v in verdicts)), time=f"{elapsed:.3f}")
     for v in verdicts:
         case = ET.SubElement(suite, "testcase", classname=f"toki.certify.{v['system']}", name=v["scenario"],
                              time=f"{v['elapsed_s']:.3f}")
@@ -441,12 +584,24 @@ def _junit(verdicts: list[dict], path: str, elapsed: float, fail_on_design: bool
         for k in ("version", "executed", "budget", "seed", "trials", "verdict", "reason", "witness", "runs"):
             if v.get(k) is not None:
                 ET.SubElement(props, "property", name=k, value=str(v[k]))
+        for k in ("explored", "complete", "out_of_time"):
+            if (v.get("search") or {}).get(k) is not None:
+                ET.SubElement(props, "property", name=f"search.{k}", value=str(v["search"][k]).lower())
+        judged = v.get("baseline")
+        if judged is not None:
+            ET.SubElement(props, "property", name="baseline", value=judged["status"])
+        said = judged["says"] if judged is not None else []
         if _fails(v, fail_on_design):
-            lines = v["anomalies"] + v["by_design"]
-            fail = ET.SubElement(case, "failure", type=v["verdict"], message="; ".join(lines)[:500])
+            lines = said + v["anomalies"] + v["by_design"]
+            fail = ET.SubElement(case, "failure", type=judged["status"] if judged else v["verdict"],
+                                 message="; ".join(lines)[:500])
             fail.text = "\n".join(lines)
-        elif v["by_design"]:
-            ET.SubElement(case, "system-out").text = "\n".join(v["by_design"])
+        elif late(v):
+            lines = [v["search"]["guarantee"]] + v["by_design"]
+            err = ET.SubElement(case, "error", type="out-of-time", message=f"not certified: {lines[0]}"[:500])
+            err.text = "\n".join(lines)
+        elif said or v["by_design"] or v["anomalies"]:
+            ET.SubElement(case, "system-out").text = "\n".join(said + v["anomalies"] + v["by_design"])
     ET.indent(suite)
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -418,6 +418,7 @@ class ExploreResult:
     outcomes: set[str] = field(default_factory=set)  # outcome keys reached
     hits: int = 0  # anomalous runs (more than one only when the search goes on past the first)
     anomalous: set[str] = field(default_factory=set)  # outcome keys of the anomalous runs
+    out_of_time: bool = False  # ``time_limit_s`` or ``deadline`` ended the search
 
     @property
     def admits(self) -> bool:
@@ -428,10 +429,11 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
             max_runs: int | None = None, time_limit_s: float | None = None,
             want: Callable[[TrialResult], bool] | None = None,
             on_run: Callable[[int, bool], None] | None = None, shard: tuple[int, int] = (0, 1),
-            memo: Memo | None = None, count_below: bool = True) -> ExploreResult:
+            memo: Memo | None = None, count_below: bool = True, deadline: float | None = None) -> ExploreResult:
     """Run every interleaving with at most ``bound`` preemptions (with ``reduce``, skipping those
     equivalent to one already run) until an anomaly ``want`` accepts is found (``stop_at_first``),
-    ``max_runs`` runs or ``time_limit_s`` seconds. ``on_run(runs so far, anomalous)`` follows each run, as
+    ``max_runs`` runs, ``time_limit_s`` seconds or the ``deadline`` (a :func:`time.monotonic` time;
+    either sets ``out_of_time``). ``on_run(runs so far, anomalous)`` follows each run, as
     :func:`~toki.harness.search.search`'s ``on_trial``. ``shard=(i, n)`` explores shard ``i``'s
     parts of the tree only; the ``n`` shards' counts add up to the unsharded search's.
 
@@ -446,7 +448,12 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
     runner.serial_outcomes()
     tree = _Tree(bound, reduce, shard)
     res = ExploreResult(None, 0, 0, False, bound, 0.0)
-    while not _out_of(res, max_runs, time_limit_s, t0):
+    if time_limit_s is not None:
+        deadline = min(time.monotonic() + time_limit_s, deadline if deadline is not None else float("inf"))
+    while not (max_runs is not None and res.explored >= max_runs):
+        if deadline is not None and time.monotonic() >= deadline:
+            res.out_of_time = True
+            break
         chooser = ExploringChooser(tree)
         known = memo is not None and memo.replay(chooser)
         if not known:
@@ -479,9 +486,3 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
     res.pruned = tree.pruned
     res.elapsed_s = time.perf_counter() - t0
     return res
-
-
-def _out_of(res: ExploreResult, max_runs: int | None, time_limit_s: float | None, t0: float) -> bool:
-    return ((max_runs is not None and res.explored >= max_runs)
-            or (time_limit_s is not None and time.perf_counter() - t0 >= time_limit_s))
-

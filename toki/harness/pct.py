@@ -52,6 +52,8 @@ class PCTResult:
     agents: int
     found: TrialResult | None
     elapsed_s: float
+    planned: int | None = None  # the runs asked for (``runs`` counts those made)
+    out_of_time: bool = False  # the deadline ended the search before its runs were made
 
     @property
     def per_run(self) -> float:
@@ -65,6 +67,10 @@ class PCTResult:
     def guarantee(self) -> str:
         if self.found is not None:
             return f"an anomaly found by PCT run {self.runs} (depth {self.depth})"
+        if self.out_of_time:
+            return (f"cut short by --time-budget after {self.runs} of {self.planned} PCT runs (depth {self.depth}): "
+                    f"no anomaly in them (all {self.runs} miss a given race of depth <= {self.depth} with probability "
+                    f"<= {self.miss:.3g}); nothing certified")
         return (f"PCT depth {self.depth}, n={self.agents} agents, k={self.steps} steps: each run finds a given race "
                 f"of depth <= {self.depth} with probability >= {self.per_run:.3g}; all {self.runs} runs miss it with "
                 f"probability <= {self.miss:.3g}")
@@ -72,7 +78,9 @@ class PCTResult:
 
 def pct_search(runner: TrialRunner, *, depth: int, runs: int, seed: int = 0,
                want: Callable[[TrialResult], bool] | None = None,
-               on_run: Callable[[int, bool], None] | None = None) -> PCTResult:
+               on_run: Callable[[int, bool], None] | None = None, deadline: float | None = None) -> PCTResult:
+    """``runs`` PCT runs, stopping at the first anomaly (``want`` narrows which ones count), or at
+    ``deadline`` (a :func:`time.monotonic` time): then ``out_of_time`` says so."""
     if depth < 1:
         raise ConfigError(f"--pct {depth}: the depth must be at least 1", fix="pass --pct 2 (two ordering constraints)")
     t0 = time.perf_counter()
@@ -80,8 +88,11 @@ def pct_search(runner: TrialRunner, *, depth: int, runs: int, seed: int = 0,
     steps = max(len(runner.last_serial_grants or []), 1)
     agents = len(runner.scenario.agents)
     rng = random.Random(seed)
-    res = PCTResult(depth, 0, steps, agents, None, 0.0)
+    res = PCTResult(depth, 0, steps, agents, None, 0.0, planned=runs)
     for _ in range(runs):
+        if deadline is not None and time.monotonic() >= deadline:
+            res.out_of_time = True
+            break
         r = runner.trial(PCTChooser(runner.scenario.agents, steps, depth, rng))
         res.runs += 1
         hit = not r.serializable and (want is None or want(r))

@@ -37,16 +37,28 @@ class SearchResult:
     rate: int | None = None
     elapsed_s: float = 0.0
     serial_orders: int = 0
+    out_of_time: bool = False  # the deadline ended the search (generating, or shrinking a found anomaly)
 
     @property
     def admits(self) -> bool:
         return self.found is not None
 
 
+class _OutOfTime(BaseException):
+    """Ends a Hypothesis search at its deadline. A BaseException, as KeyboardInterrupt is, so that
+    Hypothesis passes it straight up instead of taking it for a failing example to shrink."""
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
 def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = True,
            on_trial: Callable[[int, bool], None] | None = None,
-           want: Callable[[TrialResult], bool] | None = None) -> SearchResult:
-    """Search ``budget`` interleavings for an anomaly (``want`` narrows which ones count)."""
+           want: Callable[[TrialResult], bool] | None = None, deadline: float | None = None) -> SearchResult:
+    """Search ``budget`` interleavings for an anomaly (``want`` narrows which ones count), until
+    ``deadline`` (a :func:`time.monotonic` time) at the latest: a search it ends says
+    ``out_of_time``, and an anomaly found before it is reported as shrunk so far."""
     if budget < 1:
         raise ConfigError(f"budget {budget} must be at least 1", fix="pass --budget 100 or more")
     t0 = time.perf_counter()
@@ -70,6 +82,8 @@ def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = Tr
             # repeat (LangMem under CI load did not: FlakyFailure, and the search crashed). The
             # judged run stands, and is not run again.
             return True
+        if _past(deadline):
+            raise _OutOfTime
         r = runner.trial(TapeChooser(tape, rate))
         if generating:
             res.tried += 1
@@ -99,12 +113,16 @@ def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = Tr
                         random=random.Random(seed * 4 + i))
         except (NoSuchExample, Unsatisfiable):
             tape = None
-        if tape is not None:
+        except _OutOfTime:
+            res.out_of_time = True
+            # shrinking was cut short: report the anomalous run with the fewest switches so far
+            tape = min(hits, key=lambda t: (context_switches(hits[t].trace), t)) if hits else None
+        if tape is not None or res.out_of_time:
             break
     if tape is not None:
         found = hits[tuple(tape)]
-        if shrink:
-            tape, found = _fewer_switches(runner, list(tape), found, res, rate, hit=hit)
+        if shrink and not res.out_of_time:
+            tape, found = _fewer_switches(runner, list(tape), found, res, rate, hit=hit, deadline=deadline)
         res.tape = list(tape)
         res.rate = rate
         res.found = found
@@ -114,9 +132,11 @@ def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = Tr
 
 def _fewer_switches(runner: TrialRunner, tape: list[int], found: TrialResult, res: SearchResult,
                     rate: int | None = None, limit: int = 80,
-                    hit: Callable[[TrialResult], bool] | None = None) -> tuple[list[int], TrialResult]:
+                    hit: Callable[[TrialResult], bool] | None = None,
+                    deadline: float | None = None) -> tuple[list[int], TrialResult]:
     """Hypothesis stops at a local minimum of its own order; finish with moves it does not try:
-    drop a switch, or move it one decision earlier or later, while the run stays anomalous."""
+    drop a switch, or move it one decision earlier or later, while the run stays anomalous
+    (until ``deadline``: the best run so far stands)."""
     best = context_switches(found.trace)
     tries = 0
     improved = True
@@ -130,6 +150,9 @@ def _fewer_switches(runner: TrialRunner, tape: list[int], found: TrialResult, re
                     t[j], t[k] = t[k], t[j]
                     cands.append(t)
             for t in cands:
+                if _past(deadline):
+                    res.out_of_time = True
+                    return tape, found
                 tries += 1
                 r = runner.trial(TapeChooser(t, rate))
                 res.shrinks += 1
@@ -162,31 +185,47 @@ class Certificate:
 
 def certify_search(runner: TrialRunner, *, mode: str = "random", bound: int | None = None, budget: int | None = 100,
                    seed: int = 0, on_trial: Callable[[int, bool], None] | None = None,
-                   keep_going: bool = False) -> Certificate:
+                   keep_going: bool = False, deadline: float | None = None) -> Certificate:
     """Search a scenario the way ``mode`` says: "random" (Hypothesis tapes, ``budget`` of them),
     "pct" (``budget`` PCT runs of depth ``bound``) or "exhaustive" (every interleaving with at most
     ``bound`` preemptions, ``budget`` capping the runs when given; ``keep_going`` covers the whole
-    bound past the first anomaly and counts the anomalous interleavings)."""
+    bound past the first anomaly and counts the anomalous interleavings). Every search ends at
+    ``deadline`` (a :func:`time.monotonic` time) at the latest; given one, the ``search`` object
+    says ``out_of_time`` (true: the deadline cut the search short, and it certifies nothing)."""
     if mode == "exhaustive":
-        part = exhaustive_part(runner, bound=bound, budget=budget, on_trial=on_trial, keep_going=keep_going)
+        part = exhaustive_part(runner, bound=bound, budget=budget, on_trial=on_trial, keep_going=keep_going,
+                               deadline=deadline)
         return Certificate(part.pop("found"), part["explored"], 0, exhaustive_verdict(bound, [part]))
     if mode == "pct":
         from toki.harness.pct import pct_search
 
-        res = pct_search(runner, depth=bound, runs=budget, seed=seed, on_run=on_trial)
-        return Certificate(res.found, res.runs, 0, {"mode": "pct", "bound": bound, "explored": res.runs, "pruned": 0,
-                                                    "complete": False, "guarantee": res.guarantee()})
-    res = search(runner, budget=budget, seed=seed, on_trial=on_trial)
-    guarantee = (f"an anomaly found in random interleaving {res.tried}" if res.found is not None else
-                 f"no anomaly in {res.tried} random interleavings (Hypothesis grant tapes at four switching rates): "
-                 "a sample, not a bound")
-    return Certificate(res.found, res.tried, res.shrinks, {"mode": "random", "bound": None, "explored": res.tried,
-                                                           "pruned": 0, "complete": False, "guarantee": guarantee})
+        res = pct_search(runner, depth=bound, runs=budget, seed=seed, on_run=on_trial, deadline=deadline)
+        doc = {"mode": "pct", "bound": bound, "explored": res.runs, "pruned": 0, "complete": False,
+               "guarantee": res.guarantee()}
+        return Certificate(res.found, res.runs, 0, _timed(doc, deadline, res.out_of_time))
+    res = search(runner, budget=budget, seed=seed, on_trial=on_trial, deadline=deadline)
+    if res.found is not None:
+        guarantee = f"an anomaly found in random interleaving {res.tried}" + (
+            " (shrinking cut short by --time-budget)" if res.out_of_time else "")
+    elif res.out_of_time:
+        guarantee = (f"cut short by --time-budget after {res.tried} of {budget} random interleavings: no anomaly in "
+                     "them; nothing certified")
+    else:
+        guarantee = (f"no anomaly in {res.tried} random interleavings (Hypothesis grant tapes at four switching "
+                     "rates): a sample, not a bound")
+    doc = {"mode": "random", "bound": None, "explored": res.tried, "pruned": 0, "complete": False,
+           "guarantee": guarantee}
+    return Certificate(res.found, res.tried, res.shrinks, _timed(doc, deadline, res.out_of_time))
+
+
+def _timed(doc: dict, deadline: float | None, out_of_time: bool) -> dict:
+    """A search under a deadline says whether the deadline ended it; one without says nothing."""
+    return doc if deadline is None else {**doc, "out_of_time": out_of_time}
 
 
 def exhaustive_part(runner: TrialRunner, *, bound: int, budget: int | None = None,
                     on_trial: Callable[[int, bool], None] | None = None, shard: tuple[int, int] = (0, 1),
-                    keep_going: bool = False, memo=None, start: int = 0) -> dict:
+                    keep_going: bool = False, memo=None, start: int = 0, deadline: float | None = None) -> dict:
     """Shard ``shard`` of an exhaustive search to ``bound`` preemptions, by iterative context
     bounding (CHESS): K = 0, 1, ... so that a race is found with the fewest preemptions, and a
     bound with no anomaly is covered completely before the next. A bound walks the lower
@@ -195,7 +234,8 @@ def exhaustive_part(runner: TrialRunner, *, bound: int, budget: int | None = Non
     runs the bounds below K once, whole (``memo`` given: every bound's runs are recorded in it),
     and hands the record to the shards of bound K (``start=K``), which walk it. ``keep_going``
     instead covers the bound in one pass past every anomaly, counting them (the witness is the
-    anomalous run with the fewest switches). ``budget`` caps this shard's runs. The part as
+    anomalous run with the fewest switches). ``budget`` caps this shard's runs, ``deadline`` (a
+    :func:`time.monotonic` time) its time: given one, the part says ``out_of_time``. The part as
     :func:`exhaustive_verdict` merges it, with the anomalous run as ``found``."""
     from toki.harness.explore import Memo, explore
 
@@ -207,7 +247,7 @@ def exhaustive_part(runner: TrialRunner, *, bound: int, budget: int | None = Non
         memo.recording = record_all or k < bound
         res = explore(runner, bound=k, max_runs=None if budget is None else max(1, budget - explored),
                       on_run=None if on_trial is None else (lambda n, hit, base=explored: on_trial(base + n, hit)),
-                      shard=shard, stop_at_first=not keep_going, memo=memo, count_below=keep_going)
+                      shard=shard, stop_at_first=not keep_going, memo=memo, count_below=keep_going, deadline=deadline)
         # each bound's tree holds the lower bounds' runs: its prunings are the search's
         explored, pruned = explored + res.explored, res.pruned
         if res.found is not None or not res.complete:
@@ -217,6 +257,8 @@ def exhaustive_part(runner: TrialRunner, *, bound: int, budget: int | None = Non
             "grants": None if res.found is None else list(res.found.trace.grants)}
     if keep_going:
         part.update(anomalous=res.hits, anomalous_outcomes=sorted(res.anomalous))
+    if deadline is not None:
+        part["out_of_time"] = res.out_of_time
     if res.found is not None:
         part["switches"] = context_switches(res.found.trace)
     return part
@@ -230,10 +272,13 @@ def exhaustive_verdict(bound: int, parts: list[dict]) -> dict:
     hit = first_hit(parts)
     going_on = all("anomalous" in p for p in parts)
     complete = (hit is None or going_on) and all(p["complete"] for p in parts)
+    timed = any("out_of_time" in p for p in parts)
+    late = any(p.get("out_of_time") for p in parts)
+    cut = "--time-budget" if late else "--budget"
     if going_on:
         bad = sum(p["anomalous"] for p in parts)
         kinds = len(set().union(*(p["anomalous_outcomes"] for p in parts)))
-        covered = "all" if complete else "incomplete: cut short by --budget after"
+        covered = "all" if complete else f"incomplete: cut short by {cut} after"
         guarantee = (f"{covered} {explored} interleavings with at most {bound} preemption(s) explored ({pruned} pruned "
                      f"as equivalent): {bad} show an anomaly, with {kinds} distinct outcome(s)")
     elif hit is not None:
@@ -243,12 +288,14 @@ def exhaustive_verdict(bound: int, parts: list[dict]) -> dict:
                      f"{pruned} pruned as equivalent")
     else:
         level = min(p["level"] for p in parts if not p["complete"])
-        guarantee = (f"incomplete: cut short by --budget after {explored} interleavings at {level} preemption(s); "
+        guarantee = (f"incomplete: cut short by {cut} after {explored} interleavings at {level} preemption(s); "
                      "no guarantee beyond them")
     doc = {"mode": "exhaustive", "bound": bound, "explored": explored, "pruned": pruned, "complete": complete,
            "guarantee": guarantee}
     if going_on:
         doc["anomalous"] = sum(p["anomalous"] for p in parts)
+    if timed:
+        doc["out_of_time"] = late
     shards = max(p["shard"][1] for p in parts)
     if shards > 1:
         doc["shards"] = shards

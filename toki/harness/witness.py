@@ -5,12 +5,19 @@ the engine's version, whether it ran for real or as a model, the scenario, the s
 budget, the grant sequence (one agent name per granted storage call), the steps as they ran, the
 anomalies found, and a digest of the outcome, so a replay can say whether it reproduced the same
 outcome, not merely some anomaly.
+
+A *baseline* (:class:`Baseline`, ``toki certify --baseline FILE`` / ``--write-baseline FILE``)
+records the findings a team has accepted, each with its reason: the races it lives with
+(``[[race]]``) apart from the properties of the design (``[[by_design]]``). A gate with a
+baseline fails only on a verdict worse than the file accepts (:meth:`Baseline.compare`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import tomllib
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -208,3 +215,235 @@ def _diff(a: Any, b: Any, path: str, out: list[str], limit: int) -> None:
 def _short(value: Any, limit: int = 60) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+# -- baselines: the findings a team has accepted -----------------------------------------------
+
+BASELINE_FORMAT = 1
+RACE_PLACEHOLDER = "TODO: say why the team accepts this race (who decided, and the issue that tracks it)"
+DESIGN_PLACEHOLDER = "TODO: say why this property of the design is accepted"
+_BASELINE_HEAD = """\
+# Findings accepted for `toki certify --baseline FILE` (written by --write-baseline FILE).
+# The gate fails only on a verdict worse than this file accepts: a race (an anomaly kind, in a
+# scenario) not listed under [[race]], an unverifiable run, a search cut short by --time-budget,
+# and, with --fail-on-design, a property of the design not listed under [[by_design]].
+# Replace each TODO reason with why the team lives with the finding; review changes to this file.
+"""
+
+
+@dataclass
+class Accepted:
+    """One scenario's accepted findings: anomaly kinds (the detector names) and why."""
+
+    scenario: str
+    anomalies: list[str]
+    reason: str
+    extra: dict = field(default_factory=dict)  # what else the entry says (example, witness)
+
+    @property
+    def placeholder(self) -> bool:
+        return self.reason.strip().upper().startswith("TODO")
+
+    def to_toml(self) -> dict:
+        return {"scenario": self.scenario, "anomalies": self.anomalies, "reason": self.reason,
+                **{k: v for k, v in self.extra.items() if v is not None}}
+
+
+@dataclass
+class Baseline:
+    """A file of accepted findings for one engine: races apart from by-design findings."""
+
+    path: Path
+    engine: str
+    races: dict[str, Accepted] = field(default_factory=dict)
+    by_design: dict[str, Accepted] = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Baseline":
+        """Read and check a baseline; anything malformed is a :class:`ConfigError` naming the file
+        and what is wrong with it (the CLI's one-line exit 2)."""
+        p = Path(path)
+        fix = f"record one with toki certify ... --write-baseline {p}, or fix the file"
+        try:
+            d = tomllib.loads(p.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"baseline {p} does not exist", fix=f"record one with toki certify ... "
+                              f"--write-baseline {p}") from None
+        except (UnicodeDecodeError, IsADirectoryError):
+            raise ConfigError(f"baseline {p} is not a text file", fix=fix) from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"baseline {p} is not valid TOML ({e})", fix=fix) from None
+
+        def bad(what: str):
+            return ConfigError(f"baseline {p}: {what}", fix=fix)
+
+        if d.get("format") != BASELINE_FORMAT:
+            raise bad(f"format is {d.get('format')!r}, not {BASELINE_FORMAT} (not a toki baseline, or a newer toki's)")
+        prov = d.get("provenance")
+        if not isinstance(prov, dict) or not isinstance(prov.get("engine"), str) or not prov["engine"]:
+            raise bad("[provenance] must name the engine (engine = \"NAME\")")
+        unknown = sorted(set(d) - {"format", "provenance", "race", "by_design"})
+        if unknown:
+            raise bad(f"unknown table or key {', '.join(unknown)} (a baseline holds [provenance], [[race]] and "
+                      "[[by_design]])")
+        base = cls(p, prov["engine"], provenance=prov)
+        for section, into in (("race", base.races), ("by_design", base.by_design)):
+            entries = d.get(section, [])
+            if not isinstance(entries, list):
+                raise bad(f"{section} must be an array of tables ([[{section}]])")
+            for i, e in enumerate(entries, 1):
+                where = f"[[{section}]] entry {i}"
+                if not isinstance(e, dict):
+                    raise bad(f"{where} is not a table")
+                sc, kinds, reason = e.get("scenario"), e.get("anomalies"), e.get("reason")
+                if not isinstance(sc, str) or not sc:
+                    raise bad(f"{where} has no scenario (scenario = \"NAME\")")
+                if (not isinstance(kinds, list) or not kinds
+                        or not all(isinstance(k, str) and k for k in kinds)):
+                    raise bad(f"{where} ({sc}): anomalies must be a non-empty list of anomaly names")
+                if not isinstance(reason, str) or not reason.strip():
+                    raise bad(f"{where} ({sc}) has no reason (reason = \"why the team accepts it\")")
+                if sc in into:
+                    raise bad(f"[[{section}]] lists scenario {sc} twice (one entry per scenario)")
+                extra = {k: v for k, v in e.items() if k not in ("scenario", "anomalies", "reason")}
+                into[sc] = Accepted(sc, list(kinds), reason, extra)
+        return base
+
+    def check_engine(self, engine) -> list[str]:
+        """Refuse a baseline of another engine (bad input); notes when the version or toki differ."""
+        if engine.name != self.engine:
+            raise ConfigError(f"baseline {self.path} was recorded for engine {self.engine}, not {engine.name}",
+                              fix="pass the baseline of this engine, or record one with --write-baseline")
+        notes = []
+        was = self.provenance.get("version")
+        if was is not None and str(was) != str(engine.version):
+            notes.append(f"the baseline was recorded with {self.engine} {was}; this is {engine.version}")
+        notes += [f"{kind} {a.scenario}: the reason is still the placeholder (edit {self.path})"
+                  for kind, entries in (("race", self.races), ("by-design", self.by_design))
+                  for a in entries.values() if a.placeholder]
+        return notes
+
+    def compare(self, scenario: str, verdict: str, anomalies: list[str], by_design: list[str], *,
+                fail_on_design: bool = False) -> dict:
+        """Judge one scenario's verdict against the accepted findings: ``{"status", "fails",
+        "says"}``. ``anomalies`` and ``by_design`` are the kinds found (detector names). A race
+        fails unless every kind found is accepted for the scenario; a by-design finding fails
+        only with ``fail_on_design`` and unless accepted; an unverifiable run or one cut short by
+        the time budget is never accepted (fail closed). ``status`` is the worst of: new-race,
+        new-design, unverifiable, out-of-time; else accepted-race, accepted-design, by-design
+        (a note), fixed (an accepted finding not seen this time), clean."""
+        race, design = self.races.get(scenario), self.by_design.get(scenario)
+        says: list[str] = []
+        statuses: list[str] = []
+        if verdict == "unverifiable":
+            statuses.append("unverifiable")
+            says.append("unverifiable: no baseline accepts a run the harness could not judge")
+        if verdict == "out-of-time":
+            statuses.append("out-of-time")
+            says.append("not certified: the --time-budget ended the search (no baseline accepts an unfinished one)")
+        found = sorted(set(anomalies))
+        if verdict == "admits":
+            new = [k for k in found if race is None or k not in race.anomalies]
+            if new:
+                statuses.append("new-race")
+                says.append(f"NEW race: admits {', '.join(new)}, which the baseline does not accept "
+                            + (f"(it accepts {', '.join(race.anomalies)} here)" if race
+                               else "(it accepts no race in this scenario)"))
+            else:
+                statuses.append("accepted-race")
+                says.append(f"accepted race: admits {', '.join(found)} (reason: {race.reason})")
+        elif race is not None and verdict in ("excludes", "by-design"):
+            statuses.append("fixed")
+            says.append(f"fixed, or not found this time: the baseline accepts the race {', '.join(race.anomalies)} "
+                        "here, which this run did not show (drop the entry once the fix is certain)")
+        design_found = sorted(set(by_design))
+        if design_found:
+            new = [k for k in design_found if design is None or k not in design.anomalies]
+            if not new:
+                statuses.append("accepted-design")
+                says.append(f"accepted by design: {', '.join(design_found)} (reason: {design.reason})")
+            elif fail_on_design:
+                statuses.append("new-design")
+                says.append(f"NEW by-design finding: {', '.join(new)}, which the baseline does not accept "
+                            "(--fail-on-design)")
+            else:
+                statuses.append("by-design")
+                says.append(f"by design: {', '.join(new)}, not in the baseline (a note; --fail-on-design fails on it)")
+        elif design is not None and verdict in ("excludes", "admits"):
+            statuses.append("fixed")
+            says.append(f"no longer shown: the baseline accepts {', '.join(design.anomalies)} by design here")
+        order = ("new-race", "new-design", "unverifiable", "out-of-time", "accepted-race", "accepted-design",
+                 "by-design", "fixed")
+        status = min(statuses, key=order.index) if statuses else "clean"
+        return {"status": status, "fails": status in ("new-race", "new-design", "unverifiable"), "says": says}
+
+    @classmethod
+    def record(cls, path: str | Path, findings: list[dict], *, engine, options: dict,
+               previous: "Baseline | None" = None) -> tuple["Baseline", list[str]]:
+        """Write a baseline of this run's findings (each ``{"scenario", "verdict", "anomalies",
+        "by_design", "example", "design_example", "witness"}``, kinds as names), keeping
+        ``previous``'s reasons where it accepted as much, and its entries for scenarios this run
+        did not judge (not run, unverifiable, out of time). Returns it and what was not recorded."""
+        base = cls(Path(path), engine.name)
+        skipped: list[str] = []
+        judged = set()
+        for f in findings:
+            sc, verdict = f["scenario"], f["verdict"]
+            if verdict in ("unverifiable", "out-of-time"):
+                skipped.append(f"{sc}: {verdict}, not recorded (a baseline accepts only findings)"
+                               + (": its earlier entries are kept" if previous and (
+                                   sc in previous.races or sc in previous.by_design) else ""))
+                continue
+            judged.add(sc)
+            for kinds, into, was, placeholder, example in (
+                    (f["anomalies"] if verdict == "admits" else [], base.races,
+                     previous.races.get(sc) if previous else None, RACE_PLACEHOLDER, f.get("example")),
+                    (f["by_design"], base.by_design, previous.by_design.get(sc) if previous else None,
+                     DESIGN_PLACEHOLDER, f.get("design_example"))):
+                if not kinds:
+                    continue
+                kinds = sorted(set(kinds))
+                kept = was is not None and set(kinds) <= set(was.anomalies)
+                extra = {"example": example}
+                if into is base.races and f.get("witness"):
+                    extra["witness"] = f["witness"]
+                into[sc] = Accepted(sc, sorted(set(kinds) | set(was.anomalies if was else ())),
+                                    was.reason if kept else placeholder, extra)
+        if previous is not None:
+            for mine, theirs in ((base.races, previous.races), (base.by_design, previous.by_design)):
+                for sc, a in theirs.items():
+                    if sc not in judged and sc not in mine:
+                        mine[sc] = a
+        base.provenance = {"toki_version": _toki_version(), "engine": engine.name,
+                           "engine_module": _module_of(engine), "version": str(engine.version),
+                           "executed": getattr(engine, "executed", "real"), "options": _no_none(options),
+                           "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        base.save()
+        return base, skipped
+
+    def save(self) -> Path:
+        import tomli_w
+
+        doc = {"format": BASELINE_FORMAT, "provenance": _no_none(self.provenance),
+               "race": [a.to_toml() for _, a in sorted(self.races.items())],
+               "by_design": [a.to_toml() for _, a in sorted(self.by_design.items())]}
+        doc = {k: v for k, v in doc.items() if v != []}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(_BASELINE_HEAD + tomli_w.dumps(doc))
+        return self.path
+
+
+def _toki_version() -> str:
+    import toki
+
+    return toki.__version__
+
+
+def _no_none(value: Any) -> Any:
+    """TOML has no null: drop None values (and empty tables they leave)."""
+    if isinstance(value, dict):
+        return {str(k): _no_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_no_none(v) for v in value if v is not None]
+    return value
