@@ -225,3 +225,52 @@ def test_a_librarys_conflict_error_is_a_failed_call_until_the_plugin_names_it_a_
     assert rc == 1 and v["verdict"] == "admits" and any(a.startswith("failed-call") for a in v["anomalies"]), v
     rc, v = _verdict("tests.plugins.optimistic:declared", "--exhaustive", "2")
     assert rc == 0 and v["verdict"] == "excludes" and v["search"]["complete"] is True, v
+
+
+# -- 6, 9. what toki puts in place is drop-in, and every call that reaches the OS is a step ---------
+
+def test_queue_factories_are_subscriptable_during_a_trial():
+    import queue
+
+    from toki.harness import threads
+
+    with threads.installed():
+        assert queue.SimpleQueue[int] is not None and queue.Queue[str] is not None
+
+
+def test_a_seek_or_fileno_over_buffered_writes_is_a_step():
+    """An object database writing through Python file objects: seek() and fileno() write the
+    buffer out, so each is the write step (it was a change between steps, and a refusal)."""
+    from toki.harness import Scenario
+    from toki.harness.controller import SerialChooser
+    from toki.harness.trial import TrialRunner
+
+    class Seeker:
+        name, version, executed = "seeker", "1.0", "real"
+
+        def __init__(self):
+            self.scenarios = {"put": Scenario("put", "", ("A",), self.call)}
+
+        def open(self, location):
+            return location
+
+        def close(self, h):
+            pass
+
+        def state(self, h):
+            return (h / "data").read_bytes().decode() if (h / "data").exists() else None
+
+        def call(self, h, agent):
+            with open(h / "data", "wb") as f:
+                f.write(b"header")
+                f.seek(0)
+                f.write(b"H")
+                os_fsync(f.fileno())
+
+    import os
+    os_fsync = os.fsync
+    with TrialRunner(Seeker(), "put") as runner:
+        trace, out = runner.run(SerialChooser(("A",)), agents=("A",))
+    kinds = [s.kind for s in trace.steps]
+    assert kinds.count("file-write") >= 2 and out.state == "Header", (kinds, out.state)
+

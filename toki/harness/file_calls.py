@@ -85,6 +85,20 @@ class ControlledFile:
         self._dirty = False
         return self._step("file-write", f"write {self._label}", self._f.flush)
 
+    def seek(self, *a):
+        # A seek with written bytes in Python's buffer writes them out first: that write is a step.
+        if not self._dirty:
+            return self._f.seek(*a)
+        self._dirty = False
+        return self._step("file-write", f"write {self._label}", lambda: self._f.seek(*a))
+
+    def fileno(self):
+        # Whoever asks for the descriptor is about to use it past Python's buffer (os.fsync,
+        # fcntl, a C library): buffered bytes reach the OS first, as a step.
+        if self._dirty:
+            self.flush()
+        return self._f.fileno()
+
     def truncate(self, *a):
         return self._step("file-write", f"truncate {self._label}", lambda: self._f.truncate(*a))
 

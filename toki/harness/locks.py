@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-from toki.harness.controller import current_agent
+from toki.harness.controller import current_agent, running
 
 
 def who() -> str:
@@ -42,6 +42,8 @@ class InstrumentedLock:
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         me = current_agent()
         who = self._who()
+        if me is not None and (running() is not me[0] or me[0]._finished):
+            me = None  # a finalizer after the run (a file lock's __del__): nobody grants it any more
         if me is None:
             ok = self._real.acquire(blocking, timeout)
             if ok:

@@ -276,7 +276,9 @@ def _factory(which: str, make):
             return _REAL[which](*args, **kwargs)
         made = make(where, *args, **kwargs)
         return made if made is not None else _REAL[which](*args, **kwargs)
-    return _FactoryMeta(which, (), {"_real": _REAL[which], "__new__": __new__})
+    # Subscriptable as the real class is (``SimpleQueue[int]`` in a library's annotations at import).
+    return _FactoryMeta(which, (), {"_real": _REAL[which], "__new__": __new__,
+                                    "__class_getitem__": classmethod(lambda cls, item: _REAL[which][item])})
 
 
 def _condition(where, lock=None):
