@@ -46,15 +46,13 @@ def test_search_finds_and_shrinks_the_lost_update_and_the_fix_holds():
 
 def test_begin_immediate_contention_is_busy_then_reissued_never_slept():
     with TrialRunner(toy_engine.counter_locked(), "increment") as tr:
-        t0 = time.perf_counter()
         # starts; A begins; B's begin is answered SQLITE_BUSY; A reads, writes, commits; B's begin
-        # is re-issued and B runs.
+        # is re-issued and B runs. (How long it takes, against the 5 s SQLite's default busy timeout
+        # would sleep: benchmarks/bench_bounds.py, sqlite-busy.)
         r = tr.trial(ReplayChooser(["A", "B", "A", "B", "A", "A", "A", "B", "B", "B", "B"]))
-        took = time.perf_counter() - t0
     busy = [s for s in r.trace.steps if s.blocked]
     assert r.serializable and r.outcome.state == [2]
     assert busy and busy[0].detail == "begin immediate" and busy[0].completed > busy[0].seq
-    assert took < 2.0  # SQLite's default busy timeout would have slept 5 s
 
 
 def test_sqlite_lock_upgrade_deadlock_gives_one_agent_sqlite_busy():
@@ -138,11 +136,11 @@ def test_an_agent_asleep_outside_any_storage_call_is_unverifiable_naming_where()
         ctl.step("sql-read", "select 1", lambda: 1)
         time.sleep(3)
 
+    # B sleeps 3 s, less than the step limit: waited out, B would finish and nothing be raised;
+    # how soon the wait is recognised: benchmarks/bench_bounds.py (unseen-wait)
     ctl = Controller(SerialChooser(["B", "A"]), step_limit_s=5)
-    t0 = time.perf_counter()
     with pytest.raises(Unverifiable, match=r"agent B waits at .*test_engines_harness.py:\d+ \(in sleeps\)"):
         ctl.run({"A": fast, "B": sleeps})
-    assert time.perf_counter() - t0 < 2
 
 
 def test_witness_replays_the_same_outcome_20_times_and_draws(tmp_path):

@@ -274,3 +274,19 @@ def test_a_seek_or_fileno_over_buffered_writes_is_a_step():
     kinds = [s.kind for s in trace.steps]
     assert kinds.count("file-write") >= 2 and out.state == "Header", (kinds, out.state)
 
+
+
+# -- 8. power loss with an fsync bound at import -----------------------------------------------------
+
+@pytest.mark.parametrize("factory, lost", [("durable", 0), ("engine", 1)])
+def test_power_loss_sees_fsyncs_bound_at_import(tmp_path, factory, lost):
+    """With its directory fsynced (through ``from os import fsync``), no acknowledged put is lost;
+    without, the file's creation may be: the alias's fsyncs are recorded either way (15 phantom
+    "lost" states when they were missed)."""
+    out = tmp_path / "pl.json"
+    rc, o, e = _toki("faults", "--engine-module", f"tests.plugins.fsync_alias:{factory}", "--kind", "power-loss",
+                     "--json", str(out))
+    assert rc in (0, 1), (rc, o, e)
+    (system,) = json.loads(out.read_text())["systems"]
+    got = system["power_loss"]["put"]["lost"]
+    assert (got == 0) if lost == 0 else (got >= 1), system["power_loss"]

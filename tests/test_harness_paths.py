@@ -257,9 +257,8 @@ class BackOff(WithConn):
 
 
 def test_an_agents_sleep_is_virtual_time_not_an_unseen_wait():
-    import time
-
-    t0 = time.perf_counter()
+    # the sleep (0.5 s) is longer than the idle limit: were it a real, unseen wait the trial would
+    # be unverifiable, not judged. (Wall time, against 30+ runs of real sleeps:
+    # benchmarks/bench_bounds.py, virtual-sleep.)
     with TrialRunner(BackOff(), "increment") as runner:
         assert search(runner, budget=30, seed=0).admits
-    assert time.perf_counter() - t0 < 10  # 30+ runs of two 0.5 s sleeps would take longer

@@ -152,10 +152,9 @@ def test_failures_are_errors_never_votes(server, mode, message):
 
 def test_timeout_is_an_error(server):
     server.mode = "slow"
-    t0 = time.perf_counter()
+    # the server answers after 1.5 s: waited for, the vote would succeed and nothing be raised
     with pytest.raises(JudgeError, match="did not answer within 0.3 s"):
         HTTPJudge(server.url, timeout_s=0.3).vote((A, B))
-    assert time.perf_counter() - t0 < 1.4
 
 
 def test_unreachable_server_and_bad_url():

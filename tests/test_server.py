@@ -36,10 +36,9 @@ def test_toki_dsn_is_used_when_no_dsn_is_given(toki_server, monkeypatch):
 
 
 def test_unreachable_dsn_fails_fast_with_a_fix():
-    t0 = time.monotonic()
     with pytest.raises(DatabaseUnavailable, match="cannot connect") as e:
         srv.resolve("postgresql://postgres@127.0.0.1:1/postgres")
-    assert time.monotonic() - t0 < 10 and "unset --dsn" in str(e.value)
+    assert "unset --dsn" in str(e.value)  # how fast: benchmarks/bench_bounds.py (unreachable)
 
 
 @pytest.mark.parametrize("dsn", ["not a dsn", "postgresql://[bad", "foo=bar"])
@@ -54,10 +53,8 @@ def test_docker_without_an_engine_fails_within_seconds(monkeypatch, tmp_path):
     for host in (None, f"unix://{tmp_path}/docker.sock", "tcp://127.0.0.1:1"):
         if host:
             monkeypatch.setenv("DOCKER_HOST", host)
-        t0 = time.monotonic()
-        with pytest.raises(DatabaseUnavailable) as e:
+        with pytest.raises(DatabaseUnavailable) as e:  # how fast: benchmarks/bench_bounds.py
             srv.resolve()
-        assert time.monotonic() - t0 < 5
         msg = str(e.value)
         assert "TOKI_DSN=docker needs a running Docker engine" in msg and "unset TOKI_DSN" in msg
         assert "\n" not in msg

@@ -12,7 +12,8 @@ from toki.harness import Scenario
 class FsyncAlias:
     name, version, executed = "fsync-alias", "1.0", "real"
 
-    def __init__(self):
+    def __init__(self, durable: bool = False):
+        self.durable = durable
         self.scenarios = {"put": Scenario("put", "one durable put", ("A",), self.call)}
 
     def open(self, location):
@@ -32,7 +33,17 @@ class FsyncAlias:
             fsync(fd)
         finally:
             os.close(fd)
+        if self.durable:  # the file's creation is durable once its directory is fsynced
+            d = os.open(folder, os.O_RDONLY)
+            try:
+                fsync(d)
+            finally:
+                os.close(d)
 
 
 def engine():
     return FsyncAlias()
+
+
+def durable():
+    return FsyncAlias(durable=True)

@@ -143,6 +143,12 @@ class PowerLossFaults:
             return {a: h for a in self.order}
         return {a: eng.open(loc) for a in self.order}
 
+    def _close(self, per: dict) -> None:
+        """Close the agents' handles before anything reopens the store: a store with a process
+        lock (or one open handle per process) refuses a second open while they live."""
+        for h in {id(h): h for h in per.values()}.values():
+            self.engine.close(h)
+
     def trace(self) -> Trace:
         if self._trace is None:
             from toki.faults.fs_trace import Recorder
@@ -161,6 +167,7 @@ class PowerLossFaults:
                             errors[a] = type(e).__name__
                         rec.returned(a)
                     rec.sqlite_now()
+                self._close(per)
                 return Trace(rec.ops, rec.returns, rec.base, errors, rec.sqlite_files, rec.sqlite_settings,
                              rec.native_files)
 
@@ -188,6 +195,7 @@ class PowerLossFaults:
                                 _call(self.scenario.call, per[a], a)
                             except Exception:  # noqa: BLE001 - the recorded run failed the same way
                                 pass
+                        self._close(per)
                     h = self.engine.open(self.loc)
                     try:
                         return self.engine.state(h)
