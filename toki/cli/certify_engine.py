@@ -347,8 +347,12 @@ def _explain(v: dict, out) -> None:
         out.write(f"{sc}: baseline: {line}\n")
     if v["runs"] is None:
         return
-    what = "minimal witness" if v["verdict"] == "admits" else "serial run"
-    out.write(f"{sc}: {what}, {v['grants']} grants, {v['context_switches']} context switches: {v['runs']}\n")
+    n = v["context_switches"]
+    if v["verdict"] == "admits":
+        out.write(f"{sc}: minimal witness, {v['grants']} grants, {n} context switch{'es' if n != 1 else ''}: "
+                  f"{v['runs']}\n")
+    else:  # a serial order: its one change of agent is no preemption
+        out.write(f"{sc}: serial run, {v['grants']} grants, one agent after another: {v['runs']}\n")
     from toki.harness.draw import shorten
 
     for i, sw in enumerate(v["switches"][:8], 1):

@@ -711,15 +711,18 @@ class Controller:
                 ran = prev.agent if prev is not None else None
                 where = ""
                 if ran is not None and ran in self._agents and self._agents[ran].thread is not None:
-                    where = f"; agent {ran} ran in between and is now at {_where_waiting(self._agents[ran].thread)}"
+                    t = self._agents[ran].thread
+                    where = (f"; agent {ran} ran in between and is now at {_where_waiting(t)}" if t.is_alive()
+                             else f"; agent {ran} ran in between and returned")
+                after = ("before any step" if prev is None else f"after {prev.agent} started" if prev.kind == "start"
+                         else f"after step {prev.seq} ({prev.agent}: {prev.detail})")
                 raise Unverifiable(
                     f"storage changed while no agent held a granted call: {'; '.join(changed[:4])} changed "
-                    f"after step {prev.seq if prev else '?'} ({prev.agent + ': ' + prev.detail if prev else 'start'}) "
-                    f"had returned and before the next grant{where}; something reached it through a path the "
+                    f"{after} and before the next grant{where}; something reached it through a path the "
                     "harness does not intercept (a C-extension driver, os.write, mmap, a native store's own "
                     "writer, a thread or process of its own)",
                     fix="write through open()/sqlite3/psycopg 3/PyMySQL on the agent's thread, with files under "
-                        "the run's folder (see Limits in the engines docs)")
+                        "the run's folder (see "What the harness sees" in the engines docs)")
         rec = a.pending
         if rec.seq < 0:  # a re-issue after SQLITE_BUSY keeps the step's first position
             rec.seq = len(self.grants)
