@@ -722,7 +722,7 @@ class Controller:
                     "harness does not intercept (a C-extension driver, os.write, mmap, a native store's own "
                     "writer, a thread or process of its own)",
                     fix="write through open()/sqlite3/psycopg 3/PyMySQL on the agent's thread, with files under "
-                        "the run's folder (see "What the harness sees" in the engines docs)")
+                        "the run's folder (see 'What the harness sees' in the engines docs)")
         rec = a.pending
         if rec.seq < 0:  # a re-issue after SQLITE_BUSY keeps the step's first position
             rec.seq = len(self.grants)

@@ -75,7 +75,7 @@ def _stop(me, what: str) -> None:
         "an effect nobody scheduled",
         fix="reach storage through sqlite3, psycopg 3, PyMySQL or files under the run's folder (the location "
             "open() gets); a driver toki does not intercept (a C extension, a socket client, a native store "
-            "writing elsewhere) cannot be certified (see "What the harness sees" in the engines docs)")
+            "writing elsewhere) cannot be certified (see 'What the harness sees' in the engines docs)")
     ctl.stop_with(err)
     raise err
 
