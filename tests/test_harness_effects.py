@@ -290,3 +290,31 @@ def test_power_loss_sees_fsyncs_bound_at_import(tmp_path, factory, lost):
     (system,) = json.loads(out.read_text())["systems"]
     got = system["power_loss"]["put"]["lost"]
     assert (got == 0) if lost == 0 else (got >= 1), system["power_loss"]
+
+
+# -- 7. a pool kept across runs ---------------------------------------------------------------------
+
+@pytest.mark.db
+def test_a_pool_kept_across_runs_is_named_as_the_cause_never_a_traceback(tmp_path, toki_server, capfd):
+    """SQLAlchemy's pool kept from run to run (``discard`` does not dispose of it): the search is
+    either complete or refused with the cause and the fix in one line; a replay either reproduces
+    or says the same; no traceback of the harness's internals in either."""
+    rc, out, err = _toki("certify", "--engine-module", "tests.plugins.pool_kept:for_update", "--exhaustive", "2",
+                         "--step-limit", "5", "--dsn", toki_server.dsn, "--json", "-")
+    assert "Traceback" not in out + err and "_Abandoned" not in out + err, err
+    (v,) = json.loads(out)["verdicts"]
+    assert v["verdict"] in ("excludes", "unverifiable"), v
+    if v["verdict"] == "unverifiable":
+        assert "keeps database connections across runs" in v["reason"] and "discard" in v["reason"], v["reason"]
+    else:
+        assert rc == 0 and v["search"]["complete"] is True, v
+    w = tmp_path / "w.json"
+    rc, out, err = _toki("certify", "--engine-module", "tests.plugins.pool_kept:racy", "--budget", "20",
+                         "--step-limit", "5", "--dsn", toki_server.dsn, "--witness", str(w))
+    assert rc == 1, (rc, out, err)
+    rc, out, err = _toki("certify", "--replay", str(tmp_path / "w.credit.json"), "--times", "3", "--step-limit", "5",
+                         "--dsn", toki_server.dsn)
+    assert "Traceback" not in out + err and "_Abandoned" not in out + err, out + err
+    assert rc == 1 or (rc == 2 and "keeps database connections across runs" in err), (rc, out, err)
+    logged = capfd.readouterr().err  # what the library logged (SQLAlchemy's "Exception during reset")
+    assert "_Abandoned" not in logged and "Traceback" not in logged, logged[-2000:]

@@ -80,6 +80,10 @@ def context_switches(run) -> int:
     return sum(1 for a, b in zip(agents, agents[1:]) if a != b)
 
 
+# Steps a library takes to clean up (return a connection to its pool, close it).
+_CLEANUP = frozenset({"pg-rollback", "sql-txn", "sql-close", "my-rollback"})
+
+
 @dataclass
 class StepRecord:
     seq: int  # position in the grant sequence
@@ -337,6 +341,15 @@ def controlled(kind: str, detail: str, fn: Callable[[], Any], *, busy=None, db: 
 _POOL_PACKAGES = ("psycopg_pool",)  # their workers open and configure connections no agent holds yet
 
 
+def _plainly(fn: Callable[[], Any]) -> Any:
+    """Run a call outside any schedule, the driver calls inside it with it (one call, one step)."""
+    token = _in_call.set(True)
+    try:
+        return fn()
+    finally:
+        _in_call.reset(token)
+
+
 def _pool_thread() -> bool:
     target = getattr(threading.current_thread(), "_target", None)
     return (getattr(target, "__module__", None) or "").partition(".")[0] in _POOL_PACKAGES
@@ -449,7 +462,16 @@ class Controller:
             # after the run ended (a thread's last cleanup) or a finalizer: nobody would grant it
             return fn()
         _, agent = me
-        rec = self._await_grant(agent, kind, detail, db, lock)
+        if self._failure is not None and kind in _CLEANUP:
+            # The run is over (it failed elsewhere): a library's cleanup on the way out (a pool's
+            # reset on return) runs plainly, not against an unwinding exception it would log.
+            return _plainly(fn)
+        try:
+            rec = self._await_grant(agent, kind, detail, db, lock)
+        except (_Abandoned, RunAbandoned):
+            if kind in _CLEANUP:
+                return _plainly(fn)  # the run failed while this cleanup waited for its grant: likewise
+            raise
         while True:
             self._calling(agent, db)
             token = _in_call.set(True)

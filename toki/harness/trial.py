@@ -22,8 +22,8 @@ from typing import Any
 
 from toki.errors import ConfigError, TokiError
 from toki.harness import effects, file_calls, file_locks, mysql_calls, pg_calls, sqlite_calls, threads
-from toki.harness.controller import (STEP_LIMIT_S, Chooser, Controller, ReplayChooser, RunTrace, SerialChooser,
-                                     Unverifiable, _thread_idle)
+from toki.harness.controller import (STEP_LIMIT_S, Chooser, Controller, ReplayChooser, ReplayDiverged, RunTrace,
+                                     SerialChooser, Unverifiable, _thread_idle)
 from toki.harness.engine import DetectorError, Engine, PluginError, Scenario, plugin_call
 
 _ONE_RUN = threading.Lock()
@@ -166,6 +166,8 @@ class TrialRunner:
         self.silent = False  # the engine's read-out says nothing: no check can pass on it
         self.serial_errors: dict[str, str] = {}
         self.serial_runs: list[tuple[tuple[str, ...], RunTrace, Outcome]] = []  # orders of all the agents
+        self._sessions: set[tuple[str, int]] = set()  # database sessions the agents used, over all runs
+        self.kept_sessions: set[tuple[str, int]] = set()  # of those, the ones a later run used again
 
     def close(self) -> None:
         for obs in self.observers.values():
@@ -185,7 +187,18 @@ class TrialRunner:
         # The hooks are process-wide: two runs at once (a threaded Dask worker) would judge each
         # other's calls. One at a time.
         with _ONE_RUN:
-            return self._run(chooser, agents)
+            try:
+                return self._run(chooser, agents)
+            except (Unverifiable, ReplayDiverged) as e:
+                if not self.kept_sessions or "different run" not in e.problem and not isinstance(e, ReplayDiverged):
+                    raise
+                kept = ", ".join(f"{k} session {i}" for k, i in sorted(self.kept_sessions)[:4])
+                raise type(e)(
+                    f"{e.problem}; the likely cause: the plug-in keeps database connections across runs ({kept} "
+                    "served earlier runs), and a pool's kept connections make runs differ (first-connect queries, "
+                    "the order connections come back, what a failed run left in a session)",
+                    fix="dispose of the pool in discard(location) (SQLAlchemy: engine.dispose(); psycopg_pool: "
+                        "pool.close() and a new pool in open()), or open the connections in open()") from e
 
     def _run(self, chooser: Chooser, agents: tuple[str, ...] | None) -> tuple[RunTrace, Outcome]:
         self._n += 1
@@ -224,7 +237,12 @@ class TrialRunner:
                         plugin_call(eng, "prepare", prepare, next(x for x in handles if id(x) == h), ctl)
                 calls = {a: _bind(sc.call, per_agent[a], a) for a in who}
                 _quiesce(set(threading.enumerate()) - before)
-                trace = ctl.run(calls)
+                try:
+                    trace = ctl.run(calls)
+                finally:
+                    used = {(k, i) for k, ids in ctl.db_sessions.items() for i in ids}
+                    self.kept_sessions |= used & self._sessions
+                    self._sessions |= used
                 ran = True
         finally:
             for h in dict.fromkeys(map(id, handles)):
