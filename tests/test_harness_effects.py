@@ -318,3 +318,54 @@ def test_a_pool_kept_across_runs_is_named_as_the_cause_never_a_traceback(tmp_pat
     assert rc == 1 or (rc == 2 and "keeps database connections across runs" in err), (rc, out, err)
     logged = capfd.readouterr().err  # what the library logged (SQLAlchemy's "Exception during reset")
     assert "_Abandoned" not in logged and "Traceback" not in logged, logged[-2000:]
+
+
+# -- the shapes users bring: an object database on Python files, an async ORM on SQLite in WAL ------
+
+def _found_and_replays(spec: str, tmp_path) -> None:
+    w = tmp_path / "w.json"
+    rc, v = _verdict(spec, "--exhaustive", "2", "--witness", str(w))
+    assert rc == 1 and v["verdict"] == "admits" and v["replayed"] is True, v
+    rc, out, err = _toki("certify", "--replay", str(tmp_path / "w.increment.json"), "--times", "3")
+    assert rc == 1 and "reproduced the recorded outcome 3 of 3" in out, (rc, out, err)
+
+
+def test_zodb_filestorage_lost_update_is_found_and_replays(tmp_path):
+    """Every byte through Python file objects (seek, write, flush, fsync) and a zc.lockfile flock:
+    all of it steps, none of it a refusal."""
+    pytest.importorskip("ZODB")
+    _found_and_replays("tests.plugins.zodb_counter:racy", tmp_path)
+
+
+def test_zodb_conflict_detection_declared_a_clean_abort_is_certified_by_a_sample():
+    pytest.importorskip("ZODB")
+    rc, v = _verdict("tests.plugins.zodb_counter:mvcc", "--budget", "20")
+    assert rc == 0 and v["verdict"] == "excludes", v
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", ["tests.plugins.zodb_counter:mvcc", "tests.plugins.async_orm:deferred",
+                                  "tests.plugins.async_orm:immediate"])
+def test_fixed_uses_are_certified_complete_at_two_preemptions(spec):
+    pytest.importorskip("ZODB" if "zodb" in spec else "aiosqlite")
+    rc, v = _verdict(spec, "--exhaustive", "2")
+    assert rc == 0 and v["verdict"] == "excludes" and v["search"]["complete"] is True, v
+
+
+def test_an_async_orm_importing_its_driver_lazily_in_wal_mode_is_found_and_replays(tmp_path):
+    """In a fresh process, so that aiosqlite is first imported inside a trial (SQLAlchemy imports
+    it when the engine first connects, in setup): it annotates with ``SimpleQueue[...]`` at import,
+    and its connections close inside the call (a WAL checkpoint)."""
+    pytest.importorskip("aiosqlite")
+    import subprocess
+    import sys
+
+    w = tmp_path / "w.json"
+    p = subprocess.run([sys.executable, "-c", "from toki.cli import entry; entry()", "certify", "--engine-module", "tests.plugins.async_orm:racy",
+                        "--exhaustive", "2", "--witness", str(w), "--json", "-"],
+                       capture_output=True, text=True, timeout=600, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
+    assert p.returncode == 1 and "Traceback" not in p.stderr, (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
+    (v,) = json.loads(p.stdout)["verdicts"]
+    assert v["verdict"] == "admits" and v["replayed"] is True, v
+    rc, v = _verdict("tests.plugins.async_orm:deferred", "--budget", "20")
+    assert rc == 0 and v["verdict"] == "excludes", v
