@@ -106,9 +106,13 @@ class ControlledConnection(sqlite3.Connection):
         return _step("sql-txn", "rollback", super().rollback)
 
     def close(self):
-        # Closing the last connection of a WAL database checkpoints it into the main file: an
-        # effect another agent's connection can see, so it is a step like a commit.
-        return _step("sql-close", "close", super().close)
+        # Closing rolls back an open transaction (its locks go), and closing the last connection
+        # of a WAL database checkpoints it into the main file: effects another agent's connection
+        # can see, so such a close is a step like a commit. Any other close changes nothing.
+        path = getattr(self, "toki_path", None)
+        if self.in_transaction or (path and os.path.exists(path + "-wal")):
+            return _step("sql-close", "close", super().close)
+        return super().close()
 
     def __exit__(self, exc_type, exc, tb):
         # sqlite3's own __exit__ commits in C, past the commit() above: do it here, as a step
@@ -132,8 +136,14 @@ def controlled_connect(database, *args, **kwargs):
         args = (0,) + tuple(args[1:])
     else:
         kwargs["timeout"] = 0
-    # Opening creates the file (and reads its header): a step of its own, as an open() for
-    # writing is, so a file that appears is never an effect between steps.
+    # Opening a file that does not exist creates it: a step of its own, as an open() for writing
+    # is, so a file that appears is never an effect between steps. Opening one that exists reads
+    # nothing yet (SQLite reads at the first statement): no step.
     name = os.fsdecode(database) if isinstance(database, (str, bytes, os.PathLike)) else str(database)
-    return controlled("sql-open", f"connect {os.path.basename(name) or name}",
-                      lambda: _original_connect(database, *args, **kwargs))
+    fresh = name != ":memory:" and not name.startswith("file:") and not os.path.exists(name)
+    conn = (controlled("sql-open", f"connect {os.path.basename(name) or name}",
+                       lambda: _original_connect(database, *args, **kwargs)) if fresh
+            else _original_connect(database, *args, **kwargs))
+    if isinstance(conn, ControlledConnection):
+        conn.toki_path = os.path.abspath(name) if name != ":memory:" else None
+    return conn
