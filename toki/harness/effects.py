@@ -281,6 +281,13 @@ class DescriptorScan:
         self.root = str(Path(root).resolve())
         self._kind: dict[str, str] = {}  # socket inode -> "known" | "tcp" | "unix-server" | "other"
         self._peers: dict[str, str] = {}
+        # What is costly to read (the shared maps: ~1 ms in a process with numba loaded; logging's
+        # handlers) is read again only when the descriptors changed (and the maps now and then).
+        self._fds_seen: frozenset[str] | None = None
+        self._allowed: set[int] = set()
+        self._maps_key: frozenset[str] | None = None
+        self._maps: set[str] = set()
+        self._scans = 0
 
     def _allowed_fds(self) -> set[int]:
         fds = {0, 1, 2}
@@ -333,13 +340,16 @@ class DescriptorScan:
 
     def __call__(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        allowed = self._allowed_fds()
         fresh: dict[str, int] = {}
         links: list[tuple[int, str]] = []
         try:
             names = os.listdir("/proc/self/fd")
         except OSError:
             return out  # not Linux: the Python-level watch still holds
+        seen = frozenset(names)
+        if seen != self._fds_seen:  # a logging handler may have opened its file since
+            self._fds_seen, self._allowed = seen, self._allowed_fds()
+        allowed = self._allowed
         for name in names:
             fd = int(name)
             if fd in allowed:
@@ -372,7 +382,14 @@ class DescriptorScan:
                 if stat.S_ISREG(st.st_mode):
                     out[f"{link} (held open outside the run's folder, descriptor {fd})"] = (st.st_size,
                                                                                          st.st_mtime_ns)
-        for path in _shared_maps():
+        # A map outlives its descriptor: read the maps again when the descriptors changed, and
+        # every 16th scan besides (a C library that opens, maps and closes within one window).
+        # Files under the folder are the folder fingerprint's: only descriptors elsewhere count.
+        self._scans += 1
+        elsewhere = frozenset(link for _, link in links if not link.startswith(self.root + os.sep))
+        if elsewhere != self._maps_key or self._scans % 64 == 0:
+            self._maps_key, self._maps = elsewhere, _shared_maps()
+        for path in self._maps:
             if path == self.root or path.startswith(self.root + os.sep) or path.startswith(_ALLOWED_PREFIXES):
                 continue
             with contextlib.suppress(OSError):
