@@ -383,7 +383,7 @@ class DescriptorScan:
                     out[f"{link} (held open outside the run's folder, descriptor {fd})"] = (st.st_size,
                                                                                          st.st_mtime_ns)
         # A map outlives its descriptor: read the maps again when the descriptors changed, and
-        # every 16th scan besides (a C library that opens, maps and closes within one window).
+        # every 64th scan besides (a C library that opens, maps and closes within one window).
         # Files under the folder are the folder fingerprint's: only descriptors elsewhere count.
         self._scans += 1
         elsewhere = frozenset(link for _, link in links if not link.startswith(self.root + os.sep))
