@@ -1,6 +1,6 @@
 """How close to its --time-budget a gate ends, measured as a CI step runs it.
 
-    python benchmarks/bench_gates.py [--budget 30] [--runs 1] [--json PATH] [--quick]
+    python benchmarks/bench_gates.py [--budget 30] [--runs 1] [--json PATH] [--quick] [--case TEXT]
 
 Each case is ``toki certify ... --time-budget B --json FILE`` in a process of its own, timed from
 before the process starts to after it exits (interpreter start, imports, the engine's serial
@@ -62,12 +62,13 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=30.0, help="--time-budget for every case (default 30)")
     ap.add_argument("--runs", type=int, default=1, help="runs of each case (default 1)")
     ap.add_argument("--quick", action="store_true", help="the first case only")
+    ap.add_argument("--case", default="", help="only the cases whose name contains this")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     print(f"--time-budget {args.budget:g} s, load average {load:.2f} at the start, {os.cpu_count()} cores")
     results = []
-    for name, argv in list(CASES.items())[:1 if args.quick else None]:
+    for name, argv in [c for c in CASES.items() if args.case in c[0]][:1 if args.quick else None]:
         for i in range(args.runs):
             r = {"case": name, "run": i + 1, **one(argv, args.budget)}
             results.append(r)

@@ -240,7 +240,7 @@ def test_gate_options_are_for_engines_only(argv):
 
 # -- time budgets ----------------------------------------------------------------------------------
 
-SLOW = GATE + "slow"  # three agents, 24 inserts: minutes of search at any of these settings
+SLOW = GATE + "slow"  # two agents, twelve inserts each: minutes of search at any of these settings
 
 
 @pytest.mark.parametrize("how", [

@@ -191,8 +191,7 @@ def _exhaustive_shard(job: tuple, spec: dict) -> dict:
     shard = (0, 1) if below else (i, n)
     deadline = _local_deadline(spec)
     if deadline is not None and time.monotonic() >= deadline:  # not even the engine is loaded
-        return {"shard": list(shard), "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
-                "out_of_time": True}
+        return _late_part(shard)
     try:
         engine = load_engine(spec["engine"], spec["engine_module"])
         _server_for(engine, spec["dsn"])
@@ -216,6 +215,12 @@ def _exhaustive_shard(job: tuple, spec: dict) -> dict:
         return {"shard": list(shard), "failed": _one_line(e)}
     part.pop("found")
     return part
+
+
+def _late_part(shard: tuple[int, int]) -> dict:
+    """A shard the deadline reached before it started: nothing explored, nothing certified."""
+    return {"shard": list(shard), "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
+            "out_of_time": True}
 
 
 def _sharded(names: list[str], spec: dict, n: int, run_jobs, bar, task) -> list[list[dict]]:
@@ -248,7 +253,12 @@ def _sharded(names: list[str], spec: dict, n: int, run_jobs, bar, task) -> list[
         jobs += [(name, i, n, record, share(left), serial) for i in range(n)]
         whose += [k] * n
     out = [[p] for p in below]
-    for k, part in zip(whose, run_jobs(jobs) if jobs else []):
+    if jobs and spec.get("deadline") is not None and time.time() >= spec["deadline"]:
+        parts = [_late_part((i, n)) for (_, i, *_rest) in jobs]  # the top bound is not started at all
+        bar.advance(task, len(jobs))
+    else:
+        parts = run_jobs(jobs) if jobs else []
+    for k, part in zip(whose, parts):
         out[k][0]["pruned"] = 0  # the top bound's tree holds the lower bounds': its prunings are the search's
         out[k].append(part)
     for parts in out:
@@ -463,11 +473,16 @@ def run_engine(args, out) -> int:
 
         n = max(EXHAUSTIVE_SHARDS, workers)
         # spawned, not forked: this process holds threads and connections a fork would copy half-way
-        with progress() as bar, ProcessPoolExecutor(max_workers=workers,
-                                                    mp_context=multiprocessing.get_context("spawn")) as pool:
-            task = bar.add_task(f"{engine.name}, {n} shards per scenario in {workers} processes", total=None)
-            parts = _sharded(names, spec, n, lambda jobs: _in_processes(pool, jobs, spec,
-                                                                        on_result=lambda: bar.advance(task)), bar, task)
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        try:
+            with progress() as bar:
+                task = bar.add_task(f"{engine.name}, {n} shards per scenario in {workers} processes", total=None)
+                parts = _sharded(names, spec, n, lambda jobs: _in_processes(
+                    pool, jobs, spec, on_result=lambda: bar.advance(task)), bar, task)
+        finally:
+            # Every job has returned: the idle workers exit (a second or so each, under load) while the
+            # verdicts are merged, instead of before (the interpreter's exit joins them in any case).
+            pool.shutdown(wait=False, cancel_futures=True)
         verdicts = merged(parts)
     else:
         verdicts = []
