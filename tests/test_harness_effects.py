@@ -369,3 +369,13 @@ def test_an_async_orm_importing_its_driver_lazily_in_wal_mode_is_found_and_repla
     assert v["verdict"] == "admits" and v["replayed"] is True, v
     rc, v = _verdict("tests.plugins.async_orm:deferred", "--budget", "20")
     assert rc == 0 and v["verdict"] == "excludes", v
+
+
+def test_the_faults_summary_cell_ends_on_a_whole_word_with_a_mark():
+    from toki.cli.faults_cmd import _clip
+
+    text = ("not verified: the store's files (data.fs) are written by native code, whose writes and fsyncs toki "
+            "does not see, so no crash state built from the recorded file operations would be sound")
+    cell = _clip(text)
+    assert cell.endswith(" …") and text.startswith(cell[:-2]) and cell[:-2].split()[-1] in text.split()
+    assert _clip("short") == "short" and _clip(None) == ""

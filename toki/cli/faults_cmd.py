@@ -182,11 +182,17 @@ def _run_system(name: str, args, options: dict, witnesses: list, many: bool, mod
         sys_.close()
 
 
+def _clip(text: str | None, width: int = 160) -> str:
+    """A table cell: whole words, and a mark where it stops (the JSON keeps the whole finding)."""
+    import textwrap
+
+    return textwrap.shorten(text or "", width=width, placeholder=" …")
+
+
 def _print_system(out, doc: dict) -> None:
     rows = []
     for r in doc["table"]:
-        rows.append((r["case"], r["kind"], r["tried"], r["survived"], r["failed"],
-                     (r["first"] or "")[:110]))
+        rows.append((r["case"], r["kind"], r["tried"], r["survived"], r["failed"], _clip(r["first"])))
     tried = sum(r["tried"] for r in doc["table"])
     survived = sum(r["survived"] for r in doc["table"])
     title = (f"toki faults --system {doc['system']} ({doc['executed']}, {doc['version']}): "
@@ -205,7 +211,7 @@ def _print_power(out, doc: dict) -> None:
             continue
         rows.append((case, f"{c['explored']}" + (f" of {c['of']}" if c["of"] != c["explored"] else "")
                      + f" ({c['constructed']} built)", c["survived"], c["lost"], c["unopenable"],
-                     c["half_done"], f"{c['states_per_s']:.0f}", c["first"] or ""))
+                     c["half_done"], f"{c['states_per_s']:.0f}", _clip(c["first"])))
     table(out, f"power loss, {doc['system']}: crash states built from the recorded file operations (ALICE's model)",
           ["case", "crash states", "survived", "lost acknowledged data", "do not open", "half-done", "states/s",
            "first finding"], rows)

@@ -92,7 +92,7 @@ def power_summary(sys_, results: list) -> dict:
                      "unopenable": cats["does not open"], "half_done": cats["half-done"],
                      "unverifiable": sum(n for c, n in cats.items() if c not in ("lost", "does not open", "half-done")),
                      "states_per_s": round(len(rs) / secs, 1) if secs else 0.0,
-                     "first": f"{first.findings[0]}"[:110] if first else None, "minimal": minimal}
+                     "first": f"{first.findings[0]}" if first else None, "minimal": minimal}
     return out
 
 
