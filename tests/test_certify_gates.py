@@ -339,6 +339,18 @@ def test_a_sharded_search_in_processes_ends_at_the_deadline():
     assert v["verdict"] == "out-of-time" and v["search"]["complete"] is False and v["search"]["out_of_time"] is True
 
 
+@pytest.mark.slow  # a Dask cluster of two worker processes starts and stops
+@pytest.mark.parametrize("how", [("--exhaustive", "3"), ("--budget", "1000000")], ids=["exhaustive", "random"])
+def test_a_search_on_a_dask_cluster_ends_at_the_deadline(how, monkeypatch):
+    pytest.importorskip("distributed", reason="the cluster extra: pip install 'toki[cluster]'")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the workers import the plug-in from tests/
+    rc, out, err = _toki("certify", "--engine-module", SLOW, *how, "--cluster", "local:2", "--time-budget", "4",
+                         "--json", "-")
+    assert rc == 3, out + err
+    (v,) = json.loads(out)["verdicts"]
+    assert v["verdict"] == "out-of-time" and v["search"]["complete"] is False and v["search"]["out_of_time"] is True
+
+
 # -- the searches themselves ---------------------------------------------------------------------
 
 def test_each_search_reports_out_of_time_from_a_past_deadline():
