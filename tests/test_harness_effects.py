@@ -401,3 +401,14 @@ def test_atomicwrites_fsyncs_bound_at_import_are_seen_by_power_loss(tmp_path):
     (system,) = json.loads(out.read_text())["systems"]
     c = system["power_loss"]["two-puts"]
     assert rc == 0 and c["lost"] == 0 and c["unopenable"] == 0 and c["survived"] == c["explored"] > 0, (rc, c)
+
+
+def test_power_loss_closes_the_agents_handles_before_it_reads_a_store_with_a_process_lock(tmp_path):
+    """ZODB's FileStorage locks its file for the process: a second open while the agents' handle
+    lived was refused, and the plug-in blamed (exit 2)."""
+    pytest.importorskip("ZODB")
+    rc, out, err = _toki("faults", "--engine-module", "tests.plugins.zodb_counter:mvcc", "--kind", "power-loss",
+                         "--json", str(tmp_path / "pl.json"))
+    assert rc in (0, 1) and "LockError" not in out + err, (rc, out[-1500:], err[-1500:])
+    (system,) = json.loads((tmp_path / "pl.json").read_text())["systems"]
+    assert system["power_loss"]["increment"]["explored"] > 0
