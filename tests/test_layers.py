@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent / "toki"
 
 # Layer of each top-level module or package of toki (lower imports nothing higher).
@@ -25,7 +27,7 @@ LAYERS = {
     "db": 5,
     "sched": 6,
     "check": 7, "cluster": 7, "conformance": 7,
-    "matrix": 8, "harness": 8, "engines": 8.5, "faults": 8.5,
+    "matrix": 8, "harness": 8, "engines": 8.5, "faults": 8.5, "record": 8.5,
     "verify": 9,
     "cli": 10,
 }
@@ -74,6 +76,7 @@ def _sources():
             yield path, layer
 
 
+@pytest.mark.slow
 def test_imports_point_down_the_layers():
     bad = []
     for path, mine in _sources():
@@ -162,6 +165,7 @@ def _top(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+@pytest.mark.slow
 def test_no_import_cycle_between_packages():
     """Same-layer packages may import each other only one way (lazy imports count)."""
     graph: dict[str, set[str]] = {}
@@ -173,6 +177,7 @@ def test_no_import_cycle_between_packages():
     assert not _cycles(graph), f"import cycles between toki's packages: {_cycles(graph)}"
 
 
+@pytest.mark.slow
 def test_no_import_cycle_between_modules():
     assert not _cycles(_graph()), f"import cycles between toki's modules: {_cycles(_graph())}"
 

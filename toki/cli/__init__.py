@@ -31,7 +31,7 @@ class _Version(argparse.Action):
 
 # Order is the order shown in --help.
 COMMANDS = ("demo", "db", "run", "matrix", "experiment", "check", "gen", "prove", "certify", "engines", "faults",
-            "conformance")
+            "conformance", "record")
 
 
 class _Parser(argparse.ArgumentParser):

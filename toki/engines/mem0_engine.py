@@ -79,6 +79,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -110,6 +111,9 @@ EXTRACTIONS: dict[str, list[str]] = {
     'I finished "Dune".': ['User finished "Dune"'],
     'I loved "Dune".': ['User loved "Dune"'],
 }
+
+# A recorded workload (toki record) adds claims as "Remember: CLAIM." and the stand-in extracts CLAIM.
+REMEMBER = "Remember: "
 
 _setup_lock = threading.Lock()
 _registered = False
@@ -189,6 +193,9 @@ def _make_llm_class():
             prompt = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
             texts = []
             for msg in _new_messages(prompt):
+                if msg.startswith(REMEMBER) and msg.endswith("."):  # a recorded workload's claim, verbatim
+                    texts.append(msg[len(REMEMBER):-1])
+                    continue
                 if msg not in EXTRACTIONS:
                     raise ConfigError(f"the scripted mem0 LLM has no extraction for {msg!r}",
                                       fix="add it to toki.engines.mem0_engine.EXTRACTIONS")
@@ -274,7 +281,7 @@ def __getattr__(name):  # mem0's factories import the classes by dotted path; me
     return cls
 
 
-def _release(pool, server, schema: str) -> None:
+def _release(pool, server, schema: str | None) -> None:
     from toki.db.server import drop_schema
     from toki.harness.controller import uncontrolled
 
@@ -282,7 +289,8 @@ def _release(pool, server, schema: str) -> None:
     with uncontrolled():
         with contextlib.suppress(Exception):
             pool.close(timeout=2)
-        drop_schema(server, schema)
+        if schema is not None:  # a recording's shared schema is the recording's to drop
+            drop_schema(server, schema)
 
 
 # -- the engine -------------------------------------------------------------------------------
@@ -327,9 +335,10 @@ class Mem0Engine(OnPostgres):
     description = ("mem0 2.x, its unmodified Memory (ADD-only add, update, delete, history) on PostgreSQL+pgvector "
                    "and a SQLite history, with a scripted extraction LLM and a hash embedder")
 
-    def __init__(self, server=None, *, dsn: str | None = None):
+    def __init__(self, server=None, *, dsn: str | None = None, schema: str | None = None):
         self._server, self._dsn = server, dsn
-        self._schema: str | None = None
+        self._schema: str | None = schema
+        self._shared_schema = schema is not None  # toki record: every process on one schema, dropped by the parent
         self._pool = None
         self._finalizer = None
         self._observer = None
@@ -373,7 +382,10 @@ class Mem0Engine(OnPostgres):
                                           "PostgreSQL (it ships pgvector)") from None
                 ext_schema = c.execute("select extnamespace::regnamespace::text from pg_extension "
                                        "where extname = 'vector'").fetchone()[0]
-                self._schema = create_run_schema(c, "mem0")
+                if self._shared_schema:
+                    c.execute(f'create schema if not exists "{self._schema}"')
+                else:
+                    self._schema = create_run_schema(c, "mem0")
             from psycopg.conninfo import make_conninfo
 
             opts = [f"-c search_path={self._schema},{ext_schema}", "-c synchronous_commit=off"]
@@ -384,7 +396,8 @@ class Mem0Engine(OnPostgres):
             # the pool's worker to open one in the middle of a run.
             self._pool = ConnectionPool(conninfo, min_size=4, max_size=16, open=True, name="toki-mem0")
             self._pool.wait(timeout=30)
-            self._finalizer = weakref.finalize(self, _release, self._pool, server, self._schema)
+            self._finalizer = weakref.finalize(self, _release, self._pool, server,
+                                               None if self._shared_schema else self._schema)
             return self._pool
 
     def _config(self, table: str, location: Path):
@@ -443,6 +456,35 @@ class Mem0Engine(OnPostgres):
                 self._observer.close()
             self._observer = None
 
+    # -- toki record: a client per worker thread on one store shared by processes ---------------
+    record_multi_valued = True  # ADD-only: contradicting claims all stay current, by design
+    def _record_schema(self, store: str) -> None:
+        from toki.db.server import SCHEMA_PREFIX
+
+        name = f"{SCHEMA_PREFIX}rec_" + re.sub(r"[^a-z0-9_]", "_", Path(store).name.lower())[:24]
+        with self._lock:
+            if self._pool is None and not self._shared_schema:
+                self._schema, self._shared_schema = name, True
+
+    def record_setup(self, store: str) -> None:
+        """Before any worker starts: the recording's schema, collection and history file, made once."""
+        self.record_client(store).close()
+
+    def record_client(self, store: str) -> "Mem0Client":
+        """A memory client for ``toki record``: every process's engine uses the schema named after
+        the store and opens the same collection and the same history file under it."""
+        self._record_schema(store)
+        return Mem0Client(self.open(Path(store)))
+
+    def record_cleanup(self, store: str) -> None:
+        from toki.db.server import drop_schema
+
+        schema = self._schema
+        self.shutdown()
+        if schema is not None and self._shared_schema:
+            with contextlib.suppress(Exception):
+                drop_schema(self.server, schema)
+
     def state(self, h: _Handle) -> dict:
         mem = h.mem
         rows = mem.get_all(filters={"user_id": USER}, top_k=1000)["results"]
@@ -466,6 +508,35 @@ class Mem0Engine(OnPostgres):
                                                                      r.payload.get("linked_memory_ids", []))]
                                       for r in rows), key=_key)
         return out
+
+
+class Mem0Client:
+    """mem0's public API as memory micro-ops: a slot is a mem0 user, a claim a memory's text.
+
+    mem0 2.x is ADD-only: ``add`` asks mem0 to remember the claim (its MD5 duplicate check against
+    the memories a similarity search returns decides whether it inserts); ``current`` and
+    ``history`` read the user's memories, oldest first (mem0 never supersedes, so a slot's audit
+    history and its current claims are the same list: a claim inserted twice shows twice)."""
+
+    def __init__(self, handle: _Handle):
+        self.h = handle
+
+    def add(self, slot: str, claim: str) -> None:
+        self.h.mem.add([{"role": "user", "content": f"{REMEMBER}{claim}."}], user_id=slot)
+
+    def _claims(self, slot: str) -> list[str]:
+        rows = self.h.mem.get_all(filters={"user_id": slot}, top_k=10000)["results"]
+        rows.sort(key=lambda r: (str(r.get("created_at") or ""), r["id"]))
+        return [r["memory"] for r in rows]
+
+    def current(self, slot: str) -> list[str]:
+        return self._claims(slot)
+
+    def history(self, slot: str) -> list[str]:
+        return self._claims(slot)
+
+    def close(self) -> None:
+        self.h.mem.close()
 
 
 def _key(v) -> str:
