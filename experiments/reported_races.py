@@ -139,18 +139,18 @@ def classify(report: Report, *, budget: int, seed: int, witness_dir: Path) -> di
             row.update(result="not reproduced", evidence=f"no {report.anomaly} in {budget} interleavings")
             return row
         for _, trace, out in runner.serial_runs:
-            found = [f for f in runner.by_design(out) if f.split(":", 1)[0] == report.anomaly]
+            found = [f for f in runner.by_design(out) if f.anomaly == report.anomaly]
             if found:
                 w = Witness.from_serial(engine, report.scenario, trace, out, found, seed=seed, budget=budget)
                 row.update(result="judge failure" if report.kind == "judge" else "reproduced (design)",
                            witness=str(w.save(witness_dir / f"{report.id}.json")), evidence=found[0])
                 return row
         res = search(runner, budget=budget, seed=seed,
-                     want=lambda r: any(a.split(":", 1)[0] == report.anomaly for a in r.anomalies))
+                     want=lambda r: any(a.anomaly == report.anomaly for a in r.anomalies))
         if res.admits:
             w = Witness.from_trial(engine, report.scenario, res.found, seed=seed, budget=budget)
             row.update(result="reproduced (race)", witness=str(w.save(witness_dir / f"{report.id}.json")),
-                       evidence=next(a for a in res.found.anomalies if a.split(":", 1)[0] == report.anomaly))
+                       evidence=next(a for a in res.found.anomalies if a.anomaly == report.anomaly))
             return row
     row.update(result="not reproduced", evidence=f"not found in {res.tried} interleavings (budget {budget}, "
                f"seed {seed})")

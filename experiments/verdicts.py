@@ -81,7 +81,7 @@ def system_of(engine) -> str:
 
 def _named(anomaly: str):
     def want(r) -> bool:
-        return any(a.split(":", 1)[0] == anomaly for a in r.anomalies)
+        return any(a.anomaly == anomaly for a in r.anomalies)
     return want
 
 
@@ -124,7 +124,7 @@ def cell(engine, anomaly: str, *, budget: int, trials: int, seed: int, witness_d
                            f"of {sc.name}: nothing to judge (make state() return what the engine stores)")
                 return row
             design = [(order, trace, out, runner.by_design(out)) for order, trace, out in runner.serial_runs]
-            design = [(o, t, out, [f for f in fs if f.split(":", 1)[0] == anomaly]) for o, t, out, fs in design]
+            design = [(o, t, out, [f for f in fs if f.anomaly == anomaly]) for o, t, out, fs in design]
             by_design = [d for d in design if d[3]]
             if by_design:
                 order, trace, out, found = by_design[0]
@@ -149,7 +149,7 @@ def cell(engine, anomaly: str, *, budget: int, trials: int, seed: int, witness_d
                 rate = _rate(runner, anomaly, trials, seed)
                 row.update(verdict="admits", how=f"{how} ({w.context_switches} context switches)", rate=rate,
                            trials=trials, witness=str(path),
-                           evidence=next(a for a in found.anomalies if a.split(":", 1)[0] == anomaly))
+                           evidence=next(a for a in found.anomalies if a.anomaly == anomaly))
                 return row
     design_only = all(getattr(d, "always", False) for sc in scenarios for d in sc.detectors if d.anomaly == anomaly)
     row["reason"] = (f"in no serial order of {', '.join(row['scenarios'])}" if design_only else

@@ -123,10 +123,11 @@ def toki_certify_engine():
     from toki.harness.engine import connect_database
     from toki.harness.search import certify_search, context_switches
     from toki.harness.trial import PluginError, TrialRunner
+    from toki.harness.findings import anomaly_of
     from toki.harness.witness import Baseline
 
     def kinds(findings):
-        return sorted({f.split(":", 1)[0] for f in findings})
+        return sorted({anomaly_of(f) for f in findings})
 
     def run(engine, scenario, *, budget=None, seed=0, expect="excludes", fail_on_design=False, exhaustive=None,
             pct=None, baseline=None, time_budget=None):

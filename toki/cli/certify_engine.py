@@ -33,6 +33,7 @@ from pathlib import Path
 
 from toki.render import emit_json, progress, table
 from toki.errors import ConfigError
+from toki.harness.findings import DesignFinding, Finding, anomaly_of
 
 FAILING = ("admits", "unverifiable")
 NOT_CERTIFIED = 3  # exit status: the time budget ended a search and nothing worse was found
@@ -106,7 +107,7 @@ def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: f
                      serial_orders=sum(len(o) for o in runner.serial_outcomes().values()))
             design = [(t, o, runner.by_design(o)) for _, t, o in runner.serial_runs]
             design = [d for d in design if d[2]]
-            v["by_design"] = [f"by design (in {len(design)} of {len(runner.serial_runs)} serial orders): {f}"
+            v["by_design"] = [DesignFinding(f, len(design), len(runner.serial_runs))
                               for f in (design[0][2] if design else [])]
             if runner.silent:
                 v.update(verdict="unverifiable", reason="the engine's read-out is empty in every serial order: a "
@@ -129,7 +130,7 @@ def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: f
             w = None
             v.update(verdict="unverifiable", reason=_one_line(e))
     if v["verdict"] == "unverifiable":
-        v["anomalies"] = [f"unverifiable: {v['reason']}"]
+        v["anomalies"] = [Finding("unverifiable", v["reason"])]
         # whatever the search covered, it covered calls that cannot be judged: no certificate
         v["search"] = {**v["search"], "complete": False, "guarantee": f"none: {v['reason']}"}
     if w is not None:
@@ -314,11 +315,11 @@ def _fails(v: dict, fail_on_design: bool) -> bool:
 
 
 def _race_kinds(v: dict) -> list[str]:
-    return sorted({a.split(":", 1)[0] for a in v["anomalies"]}) if v["verdict"] == "admits" else []
+    return sorted({anomaly_of(a) for a in v["anomalies"]}) if v["verdict"] == "admits" else []
 
 
 def _design_kinds(v: dict) -> list[str]:
-    return sorted({a.split("): ", 1)[1].split(":", 1)[0] for a in v["by_design"]})
+    return sorted({d.anomaly for d in v["by_design"]})
 
 
 def _kinds(v: dict) -> str:
@@ -339,7 +340,7 @@ def _finding(v: dict) -> dict:
     """What --write-baseline records of a row."""
     return {"scenario": v["scenario"], "verdict": v["verdict"], "anomalies": _race_kinds(v),
             "by_design": _design_kinds(v), "example": v["anomalies"][0] if _race_kinds(v) else None,
-            "design_example": v["by_design"][0].split("): ", 1)[1] if v["by_design"] else None,
+            "design_example": str(v["by_design"][0].finding) if v["by_design"] else None,
             "witness": v.get("witness") if v["verdict"] == "admits" else None}
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from toki.errors import ConfigError
+from toki.harness.findings import anomaly_of
 
 FORMAT = 1
 _FIELDS = ("system", "case", "kind", "point")
@@ -38,14 +39,14 @@ def summarize(results: Iterable) -> list[dict]:
             if row["first"] is None or row["first"].startswith("not run"):
                 row["first"], row["first_point"] = f"at {r.point} ({r.statement[:50]}): {r.findings[0]}", r.point
             for f in r.findings:
-                k = f.split(":", 1)[0]
+                k = anomaly_of(f)
                 row["finding_kinds"][k] = row["finding_kinds"].get(k, 0) + 1
     return list(rows.values())
 
 
 def category(finding: str) -> str:
-    """A finding's kind: the words before its colon (``lost``, ``does not open``, ``half-done``...)."""
-    return finding.split(":", 1)[0]
+    """A finding's kind (``lost``, ``does not open``, ``half-done``...)."""
+    return anomaly_of(finding)
 
 
 def representatives(bad: list) -> list:

@@ -17,6 +17,7 @@ plug-in author uses is re-exported here; everything else is an implementation mo
 """
 
 from toki.harness.engine import Detector, Engine, Scenario
+from toki.harness.findings import Finding
 from toki.harness.locks import InstrumentedLock
 
-__all__ = ["Detector", "Engine", "InstrumentedLock", "Scenario"]
+__all__ = ["Detector", "Engine", "Finding", "InstrumentedLock", "Scenario"]

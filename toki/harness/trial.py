@@ -25,6 +25,7 @@ from toki.harness import effects, file_calls, file_locks, mysql_calls, pg_calls,
 from toki.harness.controller import (STEP_LIMIT_S, Chooser, Controller, ReplayChooser, ReplayDiverged, RunTrace,
                                      SerialChooser, Unverifiable, _thread_idle)
 from toki.harness.engine import DetectorError, Engine, PluginError, Scenario, plugin_call
+from toki.harness.findings import Finding
 
 _ONE_RUN = threading.Lock()
 
@@ -114,7 +115,7 @@ def clean_abort(exc: BaseException) -> bool:
 class TrialResult:
     trace: RunTrace
     outcome: Outcome
-    anomalies: list[str] = field(default_factory=list)  # named findings (empty when serializable)
+    anomalies: list[Finding] = field(default_factory=list)  # what was found (empty when serializable)
     serializable: bool = True
 
 
@@ -359,12 +360,12 @@ class TrialRunner:
         bounds ran the serial orders once for all of them)."""
         self._serial = {k: list(v) for k, v in outcomes.items()}
 
-    def by_design(self, out: Outcome) -> list[str]:
+    def by_design(self, out: Outcome) -> list[Finding]:
         """Findings of the scenario's ``always`` detectors (properties of the design) on an outcome."""
         found = []
         for d in self.scenario.detectors:
             if getattr(d, "always", False):
-                found.extend(f"{d.anomaly}: {m}" for m in _detect(self.engine, d, out))
+                found.extend(_detect(self.engine, d, out))
         return found
 
     def trial(self, chooser: Chooser) -> TrialResult:
@@ -376,28 +377,30 @@ class TrialRunner:
         for d in self.scenario.detectors:
             if getattr(d, "always", False):
                 continue
-            findings.extend(f"{d.anomaly}: {msg}" for msg in _detect(self.engine, d, out))
+            findings.extend(_detect(self.engine, d, out))
         # An agent's failure stays visible next to what the detectors name: it may be the anomaly's
         # cause (a torn file read), or a second finding.
-        findings.extend(f"failed-call: agent {a} failed with {e}, which no serial order of the same calls does "
-                        "(not a clean abort)" for a, e in out.failed.items()
-                        if not any(f"agent {a} failed" in f for f in findings))
+        findings.extend(Finding("failed-call", f"agent {a} failed with {e}, which no serial order of the same calls "
+                                "does (not a clean abort)", {"agent": a, "error": e})
+                        for a, e in out.failed.items() if not any(f"agent {a} failed" in f for f in findings))
         if not findings:
-            findings.append("non-serializable: an outcome that no serial order of the same calls produces "
-                            f"(serial orders give {len(serial)} distinct outcome(s))")
+            findings.append(Finding("non-serializable", "an outcome that no serial order of the same calls produces "
+                                    f"(serial orders give {len(serial)} distinct outcome(s))",
+                                    {"serial_outcomes": len(serial)}))
         return TrialResult(trace, out, findings, False)
 
 
-def _detect(engine, d, out: Outcome) -> list[str]:
-    """One detector's findings on an outcome. A detector that raises is a broken plug-in (one line
-    naming it and the state it got), never a traceback; one that returns something other than a
-    list of messages likewise."""
+def _detect(engine, d, out: Outcome) -> list[Finding]:
+    """One detector's findings on an outcome, each named after the detector. A detector returns
+    messages (strings) or :class:`Finding` objects with evidence. A detector that raises is a
+    broken plug-in (one line naming it and the state it got), never a traceback."""
     try:
         msgs = d.check(out.state, out.errors, out.observed or {}) if d.observes else d.check(out.state, out.errors)
         msgs = list(msgs or [])
     except Exception as e:  # noqa: BLE001 - the plug-in's code: named in one line
         raise DetectorError(engine, d, out, e) from e
-    return [str(m) for m in msgs]
+    return [Finding(d.anomaly, m.message, m.evidence) if isinstance(m, Finding) else Finding(d.anomaly, str(m))
+            for m in msgs]
 
 
 def _quiesce(started: set[threading.Thread], limit_s: float = 2.0) -> None:

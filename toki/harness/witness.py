@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from toki.harness.controller import StepRecord
+from toki.harness.findings import Finding
 from toki.harness.search import context_switches
 from toki.harness.trial import TrialResult
 from toki.errors import ConfigError
@@ -50,7 +51,7 @@ class Witness:
     seed: int
     budget: int
     grants: list[str]
-    anomalies: list[str]
+    anomalies: list[Finding]
     steps: list[StepRecord]
     outcome: str  # digest of the outcome key
     state: Any = None
@@ -162,7 +163,8 @@ class Witness:
                     raise TypeError(f"{k} is not a {kind.__name__}")
             return cls(d["engine"], d.get("engine_module"), str(d.get("version", "")), d.get("executed", "real"),
                        d["scenario"], int(d.get("seed", 0)), int(d.get("budget", 0)), list(d["grants"]),
-                       list(d.get("anomalies", [])), [StepRecord.from_json(s) for s in d.get("steps", [])],
+                       [Finding.parse(a) for a in d.get("anomalies", [])],
+                       [StepRecord.from_json(s) for s in d.get("steps", [])],
                        str(d.get("outcome", "")), d.get("state"), d.get("provenance", {}), **parts)
         except (TypeError, ValueError, AttributeError) as e:  # a field of the wrong shape (hand-edited, cut)
             raise ConfigError(f"witness {p} has a field of the wrong type ({type(e).__name__}: {str(e)[:80]})",
