@@ -267,9 +267,9 @@ def test_a_replay_exits_0_only_when_no_run_shows_an_anomaly(tmp_path):
     from toki.harness.controller import SerialChooser
     from toki.harness.trial import TrialRunner
     from toki.harness.witness import Witness
+    from toki.engines.registry import load_engine
 
-    eng = toy_engine.counter()
-    eng._toki_spec = "tests.toy_engine:counter"
+    eng = load_engine(None, "tests.toy_engine:counter")  # the witness names where it was loaded from
     with TrialRunner(eng, "increment") as tr:
         trace, outcome = tr.run(SerialChooser(("A", "B")))
     path = Witness.from_serial(eng, "increment", trace, outcome, [], seed=0, budget=1).save(tmp_path / "s.json")

@@ -9,6 +9,7 @@ import sys
 
 from toki.engines.base import EngineInfo
 from toki.errors import ConfigError
+from toki.harness.engine import note_origin
 
 ENGINES: dict[str, EngineInfo] = {e.name: e for e in (
     EngineInfo("sodamem", "toki.engines.sodamem_engine:sodamem",
@@ -105,6 +106,5 @@ def load_engine(name: str | None = None, module: str | None = None):
                               "(name, version, executed, scenarios, open, close, state)")
     if getattr(engine, "executed", "real") not in ("real", "model"):
         raise ConfigError(f"engine {spec!r} says executed={engine.executed!r}", fix="use 'real' or 'model'")
-    engine._toki_spec = spec
-    engine._toki_shipped = name is not None
+    note_origin(engine, spec, name is not None)
     return engine

@@ -26,6 +26,7 @@ returns what no serial order would show is an anomaly too.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,60 @@ class Engine(Protocol):
     def open(self, location: Path) -> Any: ...
     def close(self, handle: Any) -> None: ...
     def state(self, handle: Any) -> Any: ...
+
+
+# The optional members of the plug-in contract: what the harness (and toki's commands) read from
+# an engine object beyond the Protocol's required ones, each with the default that applies when
+# it is absent and what it is for (docs/engines.md tabulates them). Nothing else is read from a
+# plug-in, and nothing is written onto it (tests/test_plugin_contract.py holds both to this).
+OPTIONAL: dict[str, tuple[Any, str]] = {
+    "executed": ("real", '"real" (the library\'s own code) or "model" (a model of code that cannot be installed)'),
+    "system": (None, "what a verdict row stands for (default: the name and version)"),
+    "prepare": (None, "prepare(handle, controller): hand the engine instrumented locks in place of ones toki "
+                      "cannot reach"),
+    "discard": (None, "discard(location): drop what a run left outside its folder (a schema, a pool's connections)"),
+    "use_dsn": (None, "use_dsn(dsn): the database server a plug-in runs on"),
+    "use_server": (None, "use_server(server): the resolved toki server (engines toki ships)"),
+    "dsn_schemes": (None, "the DSN schemes use_dsn accepts (default postgresql and mysql)"),
+    "storage_in_location": (True, "False when setup seeds storage outside the run's folder: setup runs every run"),
+    "pg_observer": (None, "a PostgreSQL connection of the plug-in's own for seeing lock waits (else the harness "
+                          "opens one)"),
+    "clean_aborts": ((), "the library's own conflict errors, judged as clean aborts"),
+    "abstains": ({}, "anomaly -> why the engine has no scenario for it (verdict tables)"),
+    "record_client": (None, "record_client(store): a memory client for toki record"),
+    "record_setup": (None, "record_setup(store): made once before toki record's workers start"),
+    "record_cleanup": (None, "record_cleanup(store): dropped once after toki record ends"),
+    "record_multi_valued": (False, "the engine keeps several claims of a slot current by design"),
+}
+
+
+def optional(engine, member: str) -> Any:
+    """An optional member of a plug-in, or its declared default."""
+    return getattr(engine, member, OPTIONAL[member][0])
+
+
+# Where toki loaded each engine object from (``module:factory``, and whether it is one toki
+# ships), kept here rather than written onto the user's object.
+_ORIGINS: "weakref.WeakKeyDictionary[Any, tuple[str, bool]]" = weakref.WeakKeyDictionary()
+_ORIGINS_BY_ID: dict[int, tuple[Any, tuple[str, bool]]] = {}  # objects that take no weak reference
+
+
+def note_origin(engine, spec: str, shipped: bool) -> None:
+    try:
+        _ORIGINS[engine] = (spec, shipped)
+    except TypeError:
+        _ORIGINS_BY_ID[id(engine)] = (engine, (spec, shipped))
+
+
+def origin(engine) -> tuple[str, bool] | None:
+    """``(module:factory, shipped)`` for an engine toki loaded, else None (built by hand)."""
+    try:
+        found = _ORIGINS.get(engine)
+    except TypeError:
+        found = None
+    if found is None and id(engine) in _ORIGINS_BY_ID and _ORIGINS_BY_ID[id(engine)][0] is engine:
+        found = _ORIGINS_BY_ID[id(engine)][1]
+    return found
 
 
 _FIXES = {

@@ -24,7 +24,7 @@ from toki.errors import ConfigError, TokiError
 from toki.harness import effects, file_calls, file_locks, mysql_calls, pg_calls, sqlite_calls, threads
 from toki.harness.controller import (STEP_LIMIT_S, Chooser, Controller, ReplayChooser, ReplayDiverged, RunTrace,
                                      SerialChooser, Unverifiable, _thread_idle)
-from toki.harness.engine import DetectorError, Engine, PluginError, Scenario, plugin_call
+from toki.harness.engine import DetectorError, Engine, PluginError, Scenario, optional, plugin_call
 from toki.harness.findings import Finding
 
 _ONE_RUN = threading.Lock()
@@ -157,7 +157,7 @@ class TrialRunner:
         self.scenario: Scenario = scenario
         self.step_limit_s, self.pg_observer = step_limit_s, pg_observer
         self.observers: dict = {}  # database observers the controller opened, reused by later runs
-        self._setup_per_trial = not getattr(engine, "storage_in_location", True)
+        self._setup_per_trial = not optional(engine, "storage_in_location")
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="toki-engine-", dir=scratch_base()))
         self._template: Path | None = None
@@ -211,7 +211,7 @@ class TrialRunner:
         who = sc.agents if agents is None else agents
         # Serial runs and replays check themselves: storage must not change between steps.
         checked = isinstance(chooser, (SerialChooser, ReplayChooser))
-        observer = self.pg_observer if self.pg_observer is not None else getattr(eng, "pg_observer", None)
+        observer = self.pg_observer if self.pg_observer is not None else optional(eng, "pg_observer")
         # Self-checked runs also scan the process's descriptors: an effect through a path no hook
         # sees (a C driver's connection, a native store's file elsewhere) changes them between steps.
         scan = effects.DescriptorScan(loc) if checked else None
@@ -232,7 +232,7 @@ class TrialRunner:
                     for a in who:
                         handles.append(plugin_call(eng, "open", eng.open, loc))
                     per_agent = dict(zip(who, handles))
-                prepare = getattr(eng, "prepare", None)
+                prepare = optional(eng, "prepare")
                 if callable(prepare):
                     for h in dict.fromkeys(map(id, handles)):
                         plugin_call(eng, "prepare", prepare, next(x for x in handles if id(x) == h), ctl)
@@ -271,12 +271,12 @@ class TrialRunner:
             cause = e.__cause__
             state = {"unreadable": f"{e.method}() raised {type(cause).__name__}"}
         shutil.rmtree(loc, ignore_errors=True)
-        discard = getattr(eng, "discard", None)
+        discard = optional(eng, "discard")
         if callable(discard):
             plugin_call(eng, "discard", discard, loc)
         # The plug-in names the library's own conflict errors that a caller retries (an ORM's
         # optimistic version check, a store's "modified concurrently"): clean aborts, like 40001.
-        own = tuple(getattr(eng, "clean_aborts", ()) or ())
+        own = tuple(optional(eng, "clean_aborts") or ())
         failed = {a: type(e).__name__ for a, e in sorted(trace.errors.items())
                   if not clean_abort(e) and not (own and isinstance(e, own))}
         observed = {a: trace.results[a] for a in sorted(trace.results)} if sc.observe else None
@@ -299,7 +299,7 @@ class TrialRunner:
             self._setup_in(tpl)
             if not any(tpl.iterdir()):
                 self._setup_per_trial = True
-                discard = getattr(eng, "discard", None)
+                discard = optional(eng, "discard")
                 if callable(discard):
                     plugin_call(eng, "discard", discard, tpl)
                 self._setup_in(loc)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from toki.harness.controller import StepRecord
+from toki.harness.engine import origin
 from toki.harness.findings import Finding
 from toki.harness.search import context_switches
 from toki.harness.trial import TrialResult
@@ -34,7 +35,8 @@ FORMAT = 1
 def _module_of(engine) -> str | None:
     """The ``module:factory`` a replay loads the engine from; None for an engine toki ships (the
     loader marks those, so the witness names it by toki's name and survives a module move)."""
-    return None if getattr(engine, "_toki_shipped", False) else getattr(engine, "_toki_spec", None)
+    found = origin(engine)
+    return None if found is None or found[1] else found[0]
 
 
 def digest(key: str) -> str:

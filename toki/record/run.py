@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from toki.errors import ConfigError
+from toki.harness.engine import optional
 from toki.record.history import History
 
 MIX = {"add": 4.0, "retract": 1.0, "recall": 2.0, "history": 2.0, "decide": 1.0}
@@ -84,7 +85,7 @@ def _engine(plan: Plan):
     from toki.harness.engine import connect_database
 
     eng = load_engine(plan.engine, plan.module)
-    if not callable(getattr(eng, "record_client", None)):
+    if not callable(optional(eng, "record_client")):
         raise ConfigError(f"engine {eng.name} has no record_client(store) method, so toki cannot drive it",
                           fix="give the plug-in record_client(store) returning an object with add(slot, claim), "
                               "current(slot) and history(slot) (and optionally retract, decide, close); see the "
@@ -194,11 +195,11 @@ def record(plan: Plan, *, cluster: str | None = None, progress=None) -> dict:
     if not plan.store:
         plan.store = str(Path(tempfile.mkdtemp(prefix="toki-record-")) / f"store_{secrets.token_hex(3)}")
         Path(plan.store).mkdir(parents=True, exist_ok=True)
-    setup = getattr(eng, "record_setup", None)
+    setup = optional(eng, "record_setup")
     if callable(setup):
         setup(plan.store)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if getattr(eng, "record_multi_valued", False):  # an engine that keeps several claims current by design
+    if optional(eng, "record_multi_valued"):  # an engine that keeps several claims current by design
         with History(out) as h:
             h.header(multi_valued=[f"s{i}" for i in range(plan.slots)], engine=getattr(eng, "name", "?"))
     t0 = time.time()
@@ -217,7 +218,7 @@ def record(plan: Plan, *, cluster: str | None = None, progress=None) -> dict:
         else:
             errors, kills = _local_workers(plan, plan_d, deadline, progress)
     finally:
-        cleanup = getattr(eng, "record_cleanup", None)
+        cleanup = optional(eng, "record_cleanup")
         if callable(cleanup):
             cleanup(plan.store)
     counts: dict[str, int] = {}
