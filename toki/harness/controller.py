@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import enum
 import gc
 import inspect
 import sys
@@ -260,12 +261,20 @@ def _abandon(agent) -> BaseException:
     return RunAbandoned(f"the harness stopped the run while this thread worked for agent {agent.name}")
 
 
+class AgentState(enum.Enum):
+    NEW = "new"  # its thread has not reached its first call yet
+    WAITING = "waiting"  # stopped at its pending call, for a grant
+    RUNNING = "running"  # holds the baton: runs Python code or its granted call
+    BLOCKED_DB = "blocked-db"  # its granted statement waits on a lock in the database
+    DONE = "done"
+
+
 class _Agent:
     def __init__(self, name: str, fn: Callable[[], Any], mutex: threading.Lock):
         self.name, self.fn = name, fn
         self.cv = threading.Condition(mutex)
         self.thread: threading.Thread | None = None
-        self.state = "new"  # waiting | running | blocked-db | done
+        self.state = AgentState.NEW
         self.pending: StepRecord | None = None
         self.want_lock: Any = None  # the instrumented lock its pending step acquires
         self.busy_at: int | None = None  # grant count when SQLite said busy (re-eligible after progress)
@@ -402,6 +411,26 @@ def current_agent() -> tuple["Controller", _Agent] | None:
     return getattr(_local, "agent", None)
 
 
+def act_for(ctl: "Controller | None", agent: _Agent | None = None) -> None:
+    """Bind the calling thread to ``agent`` of ``ctl`` (a library's worker doing that agent's
+    request: its calls are the agent's steps), or unbind it (``act_for(None)``). The one way the
+    thread -> agent binding is written outside the controller."""
+    _local.agent = None if ctl is None else (ctl, agent)
+
+
+def acting_outside_call() -> tuple["Controller", _Agent] | None:
+    """The (controller, agent) of the calling thread when it runs an agent's code between two
+    granted calls of a run in progress (not inside a call, not a finalizer, not the harness's own
+    thread); None otherwise. What an effect seen there (a socket send, a file written elsewhere)
+    is judged by."""
+    if getattr(_local, "in_gc", False) or getattr(_local, "harness", False):
+        return None
+    me = getattr(_local, "agent", None)
+    if me is None or _running is not me[0] or me[0].finished or _in_call.get():
+        return None
+    return me
+
+
 class Controller:
     """Grants agents' storage calls one at a time (see the module docstring).
 
@@ -437,16 +466,21 @@ class Controller:
         if callable(bind):  # a chooser that looks at what each agent is about to do (exploration)
             bind(self)
 
+    @property
+    def finished(self) -> bool:
+        """Every agent has returned (a call made now, by a finalizer, is nobody's step)."""
+        return self._finished
+
     def pending_step(self, agent: str) -> StepRecord | None:
         """The call ``agent`` waits to make (None once it finished)."""
         a = self._agents.get(agent)
-        return a.pending if a is not None and a.state != "done" else None
+        return a.pending if a is not None and a.state != AgentState.DONE else None
 
     def pending_lock(self, agent: str) -> Any:
         """The lock, condition, gate or event ``agent``'s pending call waits for, if any (the
         object itself: engines give several locks one name)."""
         a = self._agents.get(agent)
-        return a.want_lock if a is not None and a.state != "done" else None
+        return a.want_lock if a is not None and a.state != AgentState.DONE else None
 
     # -- called from agent threads (through the hooks) ----------------------------------------
     def step(self, kind: str, detail: str, fn: Callable[[], Any], *, lock=None,
@@ -624,7 +658,7 @@ class Controller:
 
     def _stop_and_wait(self, agent: _Agent) -> None:
         """Mutex held. ``agent`` stops at its pending step; decide who runs; wait for our grant."""
-        agent.state, agent.granted = "waiting", False
+        agent.state, agent.granted = AgentState.WAITING, False
         if self._holder is agent:
             self._holder = None
         if self._holder is None:
@@ -646,14 +680,14 @@ class Controller:
                 except Unverifiable as e:  # an uncountable path in use: the run cannot be judged
                     self._fail(e)
                     raise _abandon(agent) from e
-            if agent.state == "blocked-db":  # a PostgreSQL wait ended: run on only when granted
+            if agent.state == AgentState.BLOCKED_DB:  # a PostgreSQL wait ended: run on only when granted
                 rec.blocked = True
                 agent.pending, agent.want_lock = StepRecord(-1, agent.name, "resume", rec.detail), None
                 self._stop_and_wait(agent)
 
     # -- decisions (mutex held, nobody holding the baton) --------------------------------------
     def _eligible(self, a: _Agent) -> bool:
-        if a.state != "waiting":
+        if a.state != AgentState.WAITING:
             return False
         if a.busy_at is not None and a.busy_at >= self._progress:
             return False  # SQLITE_BUSY: no call has completed since (a busy re-issue is no progress)
@@ -668,14 +702,14 @@ class Controller:
         if self._failure is not None or self._holder is not None:
             return
         agents = list(self._agents.values())
-        if any(a.state in ("new", "running") for a in agents):
+        if any(a.state in (AgentState.NEW, AgentState.RUNNING) for a in agents):
             return  # not everyone has stopped yet (start-up)
-        live = [a for a in agents if a.state != "done"]
+        live = [a for a in agents if a.state != AgentState.DONE]
         if not live:
             self._finished = True
             self._cv.notify()
             return
-        if any(a.state == "blocked-db" and a.confirmed_at != self._progress for a in live):
+        if any(a.state == AgentState.BLOCKED_DB and a.confirmed_at != self._progress for a in live):
             # A call completed since a database wait was seen: it may have ended the wait. Whether
             # the waiting agent is eligible must not depend on how soon its thread wakes, or the
             # same grants lead to different decisions: the watcher asks the observer first.
@@ -692,24 +726,24 @@ class Controller:
                 self._last = last
                 return
             if not eligible:
-                sleeping = [a.name for a in live if a.state == "waiting" and isinstance(a.want_lock, Sleep)]
+                sleeping = [a.name for a in live if a.state == AgentState.WAITING and isinstance(a.want_lock, Sleep)]
                 if sleeping:  # nothing else can happen: time passes, and a sleep ends first
                     self._grant(self._agents[self.chooser.victim(sleeping)])
                     return
-                busy = [a.name for a in live if a.state == "waiting" and a.busy_at is not None and not a.patient]
+                busy = [a.name for a in live if a.state == AgentState.WAITING and a.busy_at is not None and not a.patient]
                 if busy:  # a SQLite deadlock: someone's busy timeout runs out
                     victim = self._agents[self.chooser.victim(busy)]
                     victim.deliver_busy = True
                     self._grant(victim)
                     return
-                if any(a.state == "blocked-db" for a in live):
+                if any(a.state == AgentState.BLOCKED_DB for a in live):
                     return  # the database will wake one of them (or break the deadlock)
-                timed = [a.name for a in live if a.state == "waiting" and a.want_lock is not None
+                timed = [a.name for a in live if a.state == AgentState.WAITING and a.want_lock is not None
                          and getattr(a.want_lock, "timed", False) and a.want_lock.times_out(a.name)]
                 if timed:  # nothing else can happen: time passes, and a timed wait runs out
                     self._grant(self._agents[self.chooser.victim(timed)])
                     return
-                if any(getattr(a.want_lock, "external", False) for a in live if a.state == "waiting"):
+                if any(getattr(a.want_lock, "external", False) for a in live if a.state == AgentState.WAITING):
                     return  # a thread outside the agents may set the event or free the permit (poke)
                 foreign = [a for a in live if a.want_lock is not None
                            and str(getattr(a.want_lock, "owner", "")).startswith("thread:")]
@@ -753,7 +787,7 @@ class Controller:
         self.grants.append(a.name)
         self._last = a.name
         self._holder = a
-        a.granted, a.state = True, "running"
+        a.granted, a.state = True, AgentState.RUNNING
         a.cv.notify()
 
     def _fail(self, e: BaseException) -> None:
@@ -809,7 +843,7 @@ class Controller:
                     if len(self.grants) != progress:
                         progress, since, idle = len(self.grants), time.perf_counter(), None
                     elif time.perf_counter() - since > self.step_limit_s:
-                        who = next((a for a in self._agents.values() if a.state == "blocked-db"), None)
+                        who = next((a for a in self._agents.values() if a.state == AgentState.BLOCKED_DB), None)
                         self._failure = EngineHung(
                             f"agent {who.name if who else '?'}'s database wait neither ended nor stayed a wait within "
                             f"{self.step_limit_s:g} s", fix="the engine hangs here; raise the step limit if it is only slow")
@@ -834,7 +868,7 @@ class Controller:
                         return
                     self._mutex.acquire()
                     if blocked and self._holder is h and h.in_step and h.db == db:
-                        h.state, self._holder, h.confirmed_at = "blocked-db", None, self._progress
+                        h.state, self._holder, h.confirmed_at = AgentState.BLOCKED_DB, None, self._progress
                         self._decide()
                         continue
                 elif h is not None and not h.in_step and not h.handoff_wait and h.thread is not None:
@@ -854,7 +888,7 @@ class Controller:
                                 "prepare(handle, controller)")
                         return
                 if time.perf_counter() - since > self.step_limit_s:
-                    who = h or next((a for a in self._agents.values() if a.state == "blocked-db"), None)
+                    who = h or next((a for a in self._agents.values() if a.state == AgentState.BLOCKED_DB), None)
                     what = who.pending.detail if who is not None and who.pending else "?"
                     self._failure = EngineHung(
                         f"agent {who.name if who else '?'} neither finished nor reached its next storage call within "
@@ -867,7 +901,7 @@ class Controller:
         completed call: still waiting, it stays out of the next decision; no longer waiting, its
         call is about to return, and the decision waits for it (``_completed`` decides again)."""
         at = self._progress
-        todo = [(a, a.db) for a in self._agents.values() if a.state == "blocked-db" and a.confirmed_at != at]
+        todo = [(a, a.db) for a in self._agents.values() if a.state == AgentState.BLOCKED_DB and a.confirmed_at != at]
         if not todo:
             self._settling = False
             self._decide()
@@ -884,9 +918,9 @@ class Controller:
             return  # a call completed meanwhile: ask again
         waking = False
         for a, blocked in answers:
-            if a.state == "blocked-db" and blocked:
+            if a.state == AgentState.BLOCKED_DB and blocked:
                 a.confirmed_at = at
-            elif a.state == "blocked-db":
+            elif a.state == AgentState.BLOCKED_DB:
                 waking = True
         if waking:
             self._cv.wait(_PG_POLL_S)
@@ -930,7 +964,7 @@ class Controller:
             _local.agent = None
             with self._mutex:
                 self._progress += 1  # an agent that ends releases what it held
-                a.state = "done"
+                a.state = AgentState.DONE
                 if self._holder is a:
                     self._holder = None
                 self._decide()

@@ -42,15 +42,7 @@ from toki.harness import controller as _ctl
 
 # -- who is acting ------------------------------------------------------------------------------
 
-def _acting_outside_call() -> Any:
-    """The (controller, agent) of the calling thread when it runs an agent's code outside a
-    granted call during a run, else None."""
-    if getattr(_ctl._local, "in_gc", False) or getattr(_ctl._local, "harness", False):
-        return None
-    me = _ctl.current_agent()
-    if me is None or _ctl.running() is not me[0] or me[0]._finished or _ctl._in_call.get():
-        return None
-    return me
+_acting_outside_call = _ctl.acting_outside_call
 
 
 def _where(skip: tuple[str, ...] = ()) -> str:

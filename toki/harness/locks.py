@@ -42,7 +42,7 @@ class InstrumentedLock:
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         me = current_agent()
         who = self._who()
-        if me is not None and (running() is not me[0] or me[0]._finished):
+        if me is not None and (running() is not me[0] or me[0].finished):
             me = None  # a finalizer after the run (a file lock's __del__): nobody grants it any more
         if me is None:
             ok = self._real.acquire(blocking, timeout)

@@ -96,7 +96,7 @@ def _finish_acting() -> None:
     if acting is not None:
         _local.acting = None
         ctl, agent, gate = acting
-        _ctl._local.agent = None
+        _ctl.act_for(None)
         ctl.handoff_done(agent, gate)
 
 
@@ -108,7 +108,7 @@ def _start_acting(tag) -> None:
         return  # an item left from a finished run
     _local.acting = tag
     gate.worker = threading.current_thread()
-    _ctl._local.agent = (ctl, agent)
+    _ctl.act_for(ctl, agent)
 
 
 class _Handoff:
