@@ -40,20 +40,16 @@ from typing import Any
 
 from toki.harness import controller as _ctl
 
-# -- who is acting ------------------------------------------------------------------------------
+# -- who is acting, and where ---------------------------------------------------------------------
 
-_acting_outside_call = _ctl.acting_outside_call
-
-
-def _where(skip: tuple[str, ...] = ()) -> str:
+def _where() -> str:
     """The first frame outside the standard library and toki: the code that did it."""
     f = sys._getframe(2)
     stdlib = os.path.dirname(os.__file__)
     here = os.path.dirname(os.path.dirname(__file__))
     while f is not None:
         fn = f.f_code.co_filename
-        if not (fn.startswith("<") or fn.startswith(here) or (fn.startswith(stdlib) and "-packages" not in fn)
-                or any(s in fn for s in skip)):
+        if not (fn.startswith("<") or fn.startswith(here) or (fn.startswith(stdlib) and "-packages" not in fn)):
             return f"{fn}:{f.f_lineno} (in {f.f_code.co_name})"
         f = f.f_back
     return "an unknown place"
@@ -116,14 +112,14 @@ def _audit(event: str, args: tuple) -> None:
         p = _outside(path)
         if p is None or _from_logging():
             return
-        me = _acting_outside_call()
+        me = _ctl.acting_outside_call()
         if me is not None:
             _stop(me, f"opened {p} for writing, outside the run's folder")
     elif event in ("os.remove", "os.rename", "os.truncate", "os.rmdir", "os.mkdir", "os.link", "os.symlink"):
         paths = [a for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
         hits = [p for p in map(_outside, paths) if p]
         if hits:
-            me = _acting_outside_call()
+            me = _ctl.acting_outside_call()
             if me is not None:
                 _stop(me, f"called {event}({', '.join(hits)}) outside the run's folder")
     elif event == "mmap.__new__":
@@ -131,14 +127,14 @@ def _audit(event: str, args: tuple) -> None:
         import mmap
 
         if isinstance(fileno, int) and fileno >= 0 and access in (mmap.ACCESS_WRITE, mmap.ACCESS_DEFAULT):
-            me = _acting_outside_call()
+            me = _ctl.acting_outside_call()
             if me is not None:
                 _stop(me, f"mapped descriptor {fileno} ({_fd_path(fileno)}) writable into memory (a write "
                           "through the map is no call the harness can grant)")
     elif event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
         sock = args[0] if args else None
         if _external(sock):
-            me = _acting_outside_call()
+            me = _ctl.acting_outside_call()
             if me is not None:
                 _stop(me, f"{event.split('.')[1]}() on a socket to {_peer(sock, args)}")
 
@@ -183,7 +179,7 @@ _SOCKET_METHODS = ("send", "sendall", "sendto", "sendmsg", "recv", "recv_into", 
 def _wrap_socket(name: str, orig):
     def call(self, *args, **kwargs):
         if _location is not None and _external(self):
-            me = _acting_outside_call()
+            me = _ctl.acting_outside_call()
             if me is not None:
                 _stop(me, f"called socket.{name}() on a connection to {_peer(self)}")
         return orig(self, *args, **kwargs)
