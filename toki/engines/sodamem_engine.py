@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from toki.errors import ConfigError
 
 USER = "alice"
 DIM = 16
+_PATCHING = threading.Lock()
 
 
 def _require():
@@ -51,7 +53,8 @@ def _require():
 
 
 def _ts(day: str) -> float:
-    return datetime.fromisoformat(day).replace(tzinfo=timezone.utc).timestamp()
+    t = datetime.fromisoformat(day)
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
 
 
 class HashEmbedder:
@@ -93,6 +96,17 @@ CLAIMS: dict[str, dict] = {
 }
 
 
+# A recorded workload (toki record) says "I live in CLAIM as of ISO-TIME." for a claim of a slot.
+_RECORDED = "I live in "
+
+
+def _recorded_claim(text: str) -> dict | None:
+    if not (text.startswith(_RECORDED) and " as of " in text and text.endswith(".")):
+        return None
+    obj, _, when = text[len(_RECORDED):-1].rpartition(" as of ")
+    return dict(kind="state", modality="current_state", predicate="lives_in", obj=obj, valid_from=when)
+
+
 class ScriptedExtractor:
     """SodaMem's extractor port with a deterministic stand-in for the LLM behind it."""
 
@@ -106,7 +120,7 @@ class ScriptedExtractor:
 
         facts = []
         for span in spans:
-            claim = CLAIMS.get(span.text.strip())
+            claim = CLAIMS.get(span.text.strip()) or _recorded_claim(span.text.strip())
             if claim is None:
                 raise ConfigError(f"the scripted extractor has no extraction for {span.text!r}",
                                   fix="add it to toki.engines.sodamem_engine.CLAIMS")
@@ -183,6 +197,37 @@ class SodaMemEngine:
         facts.sort(key=lambda d: (d["predicate"], d["object"], d["status"]))
         return {"facts": facts, "edges": [list(e) for e in edges]}
 
+    # -- toki record: worker processes on one SQLite file ---------------------------------------
+    record_fresh_claims = True  # a re-added place is a new fact (a new valid time), by design
+    def record_setup(self, store: str) -> None:
+        """The store's file and schema, made once before the workers open it (SodaMem's own open
+        refuses a store whose schema another process is still creating)."""
+        self.close(self.open(Path(store)))
+
+    def record_client(self, store: str) -> "SodaMemClient":
+        """A memory client for ``toki record``: a slot is a SodaMem user's residence (one
+        current-state predicate), a claim the place; each process opens the store's one file."""
+        if not self.fixed:
+            return SodaMemClient(self, self.open(Path(store)))
+        # The fix holds SodaMem's per-method commits until the call ends (run_call), which needs the
+        # connection class toki's sqlite3 hook makes; outside any run its calls are plain ones.
+        import sqlite3
+
+        from toki.harness.sqlite_calls import controlled_connect
+
+        def connect(*args, **kwargs):
+            conn = controlled_connect(*args, **kwargs)
+            conn.execute("pragma busy_timeout = 30000")  # processes wait for each other's transactions
+            return conn
+
+        with _PATCHING:  # client threads open their stores at once: one patch at a time
+            saved = sqlite3.connect
+            sqlite3.connect = connect
+            try:
+                return SodaMemClient(self, self.open(Path(store)))
+            finally:
+                sqlite3.connect = saved
+
     # -- what one agent does ------------------------------------------------------------------
     def run_call(self, mem, what: tuple) -> Any:
         if not self.fixed:
@@ -201,6 +246,39 @@ class SodaMemEngine:
             conn.hold_commits = 0
             conn.commit()
             return result
+
+
+class SodaMemClient:
+    """SodaMem's public API as memory micro-ops. ``add`` ingests "I live in CLAIM as of NOW." for
+    the slot's user (the stand-in extractor makes it a current-state fact valid from now, so a
+    later add supersedes an earlier one, as SodaMem orders by valid time); ``current`` lists the
+    user's active residence facts, ``history`` every residence fact, superseded ones included,
+    in the order they were made. The fixed variant runs each add inside one BEGIN IMMEDIATE."""
+
+    def __init__(self, engine: "SodaMemEngine", mem):
+        self.engine, self.mem = engine, mem
+        self.mem.store._conn.execute("pragma busy_timeout = 30000")  # processes wait for each other's writes
+
+    def add(self, slot: str, claim: str) -> None:
+        now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+        text = f"{_RECORDED}{claim} as of {now}."
+        ingest = ("ingest-recorded", slot, text)
+        self.engine.run_call(self.mem, ingest)
+
+    def _facts(self, slot: str, active_only: bool) -> list[str]:
+        facts = [f for f in self.mem.store.get_all_fact_events(slot, active_only=active_only)
+                 if f.predicate_canonical == "lives_in"]
+        facts.sort(key=lambda f: (f.created_at or 0, f.fact_id))
+        return [(f.object_entity_ids or [""])[0] for f in facts]
+
+    def current(self, slot: str) -> list[str]:
+        return self._facts(slot, True)
+
+    def history(self, slot: str) -> list[str]:
+        return self._facts(slot, False)
+
+    def close(self) -> None:
+        self.mem.close()
 
 
 def _obj_of(store, fact_id):
@@ -237,6 +315,9 @@ def _perform(mem, what: tuple):
     if op == "ingest-session":  # the same utterance in a session of its own (another conversation)
         r = _ingest(mem, args[0], session=args[1])
         return {"facts": r.counts.get("fact_events")}
+    if op == "ingest-recorded":  # toki record: (slot, utterance) for the slot's user, a session per utterance
+        return mem.ingest([{"role": "user", "content": args[1]}], user_id=args[0], session_id=_session(args[1]),
+                          session_time=args[1].rsplit(" as of ", 1)[1][:-1]).counts.get("fact_events")
     if op == "ingest-in-order":  # several sessions, one after another, in the order given
         return [_ingest(mem, t).counts.get("fact_events") for t in args]
     if op == "ingest_assistant":

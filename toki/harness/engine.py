@@ -95,6 +95,8 @@ OPTIONAL: dict[str, tuple[Any, str]] = {
     "record_setup": (None, "record_setup(store): made once before toki record's workers start"),
     "record_cleanup": (None, "record_cleanup(store): dropped once after toki record ends"),
     "record_multi_valued": (False, "the engine keeps several claims of a slot current by design"),
+    "record_fresh_claims": (False, "the engine keeps a re-added claim as a new fact by design: toki record "
+                                   "adds claims no other add uses"),
 }
 
 

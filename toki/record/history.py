@@ -107,21 +107,24 @@ class History:
         self._append({"process": process, "type": "invoke", "f": "txn", "value": value})
         return PendingOp(self, process, value)
 
-    def complete(self, process: Any, type_: str, value: list) -> dict:
+    def complete(self, process: Any, type_: str, value: list, error: str | None = None) -> dict:
         if type_ not in ("ok", "fail", "info"):
             raise ConfigError(f"an op completes ok, fail or info, not {type_!r}", fix="op.ok(), op.fail() or op.info()")
-        return self._append({"process": process, "type": type_, "f": "txn", "value": _check_value(value)})
+        op = {"process": process, "type": type_, "f": "txn", "value": _check_value(value)}
+        if error is not None:  # Jepsen's :error: why it failed or may have
+            op["error"] = error
+        return self._append(op)
 
     @contextlib.contextmanager
     def txn(self, process: Any, value: list, *, fail_on: tuple[type[BaseException], ...] = ()):
         op = self.invoke(process, value)
         try:
             yield op
-        except fail_on:
-            op.fail()
+        except fail_on as e:
+            op.fail(error=f"{type(e).__name__}: {e}")
             raise
-        except BaseException:
-            op.info()
+        except BaseException as e:
+            op.info(error=f"{type(e).__name__}: {e}")
             raise
         else:
             op.ok()
@@ -158,17 +161,17 @@ class PendingOp:
         else:
             raise ConfigError(f"micro-op {position} is an {mop[0]}, not a read", fix="read() fills current/history/decide")
 
-    def _complete(self, type_: str, value: list | None) -> dict:
+    def _complete(self, type_: str, value: list | None, error: str | None = None) -> dict:
         if self.done:
             raise ConfigError("this op was already completed", fix="complete each invoked op once")
         self.done = True
-        return self.history.complete(self.process, type_, self.value if value is None else value)
+        return self.history.complete(self.process, type_, self.value if value is None else value, error)
 
     def ok(self, value: list | None = None) -> dict:
         return self._complete("ok", value)
 
-    def fail(self, value: list | None = None) -> dict:
-        return self._complete("fail", value)
+    def fail(self, value: list | None = None, *, error: str | None = None) -> dict:
+        return self._complete("fail", value, error)
 
-    def info(self, value: list | None = None) -> dict:
-        return self._complete("info", value)
+    def info(self, value: list | None = None, *, error: str | None = None) -> dict:
+        return self._complete("info", value, error)

@@ -104,6 +104,9 @@ def _ops_of(client, mix: dict[str, float]) -> tuple[list[str], list[float]]:
 
 def _client_loop(plan: Plan, eng, history: History, process: int, deadline: float | None, stop: threading.Event):
     rng = random.Random(f"{plan.seed}:{process}")
+    # An engine that keeps every add as a new fact (it does not deduplicate a re-added claim by
+    # design) gets claims no other add uses, so that a claim shown twice is a race, not a re-add.
+    fresh = optional(eng, "record_fresh_claims")
     client = eng.record_client(plan.store)
     try:
         kinds, weights = _ops_of(client, plan.mix)
@@ -111,8 +114,8 @@ def _client_loop(plan: Plan, eng, history: History, process: int, deadline: floa
         while not stop.is_set() and (plan.ops is None or n < plan.ops) and (deadline is None or time.time() < deadline):
             n += 1
             slot = f"s{rng.randrange(plan.slots)}"
-            claim = f"{slot}=v{rng.randrange(plan.claims)}"
             kind = rng.choices(kinds, weights)[0]
+            claim = f"{slot}=p{process}.{n}" if fresh and kind == "add" else f"{slot}=v{rng.randrange(plan.claims)}"
             if kind == "add":
                 value = [["add", slot, claim]]
             elif kind == "retract":
@@ -136,8 +139,8 @@ def _client_loop(plan: Plan, eng, history: History, process: int, deadline: floa
                     op.read(0, client.history(slot))
                 else:
                     op.read(0, client.decide(f"{slot}?", value[0][2]))
-            except Exception:  # noqa: BLE001 - the engine's error: the op may or may not have happened
-                op.info()
+            except Exception as e:  # noqa: BLE001 - the engine's error: the op may or may not have happened
+                op.info(error=f"{type(e).__name__}: {str(e)[:200]}")
                 continue
             op.ok()
     finally:
