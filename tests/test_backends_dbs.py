@@ -148,6 +148,7 @@ def test_sqlite_catalogue_passes_and_witnesses_say_why_they_skip(sqlite_dsn, suf
     assert "skipped" in out and "write path" in out  # the witnesses written as write-path ops
 
 
+@pytest.mark.slow
 def test_duckdb_catalogue_passes(duckdb_dsn):
     rc, out, err = cli("run", CLASSIC, "--dsn", duckdb_dsn, "--json", "-")
     assert rc == 0, err
@@ -263,6 +264,7 @@ def test_mysql_errors_by_code(mysql_dsn):
     b.close()
 
 
+@pytest.mark.slow
 @pytest.mark.mysql
 def test_mysql_catalogue_meets_every_expectation(mysql_dsn):
     rc, out, err = cli("run", CLASSIC, "--dsn", mysql_dsn)

@@ -46,6 +46,7 @@ def test_serial_runs_of_every_program_keep_both_increments(name):
         cleanup()
 
 
+@pytest.mark.slow
 def test_toki_exhaustive_finds_the_racy_sqlite_counter_and_certifies_the_fixed_one():
     racy = bench_frontrun.run_one("toki-exhaustive", "sqlite-racy", 0, ARGS)
     assert racy["verdict"] == "found", racy
@@ -59,7 +60,8 @@ def test_toki_exhaustive_finds_the_racy_sqlite_counter_and_certifies_the_fixed_o
     assert bench_frontrun.targets(rows)["decisive"] == {"sqlite-racy": True, "sqlite-fixed": True}
 
 
-@pytest.mark.parametrize("program", ["dict-racy", "dict-fixed", "dict-lock-misplaced"])
+@pytest.mark.parametrize("program", ["dict-racy", pytest.param("dict-fixed", marks=pytest.mark.slow),
+                                     pytest.param("dict-lock-misplaced", marks=pytest.mark.slow)])
 def test_the_shared_dict_is_unverifiable_for_toki_never_cleared(program):
     """dict-lock-misplaced was once certified complete (its agents' lock steps counted as storage)."""
     r = bench_frontrun.run_one("toki-exhaustive", program, 0, ARGS)

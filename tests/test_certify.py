@@ -45,6 +45,7 @@ def test_certify_passes_the_locking_adapter_at_rc(tmp_path):
     assert suite.get("failures") == "0" and suite.find("testcase/failure") is None
 
 
+@pytest.mark.slow
 def test_certify_passes_tokis_own_write_path_at_its_precondition_json():
     rc, out, err = _certify("--adapter", "toki.properties.adapter:toki_rule", "--level", "SR", "--budget", "25",
                             "--json")
@@ -55,6 +56,7 @@ def test_certify_passes_tokis_own_write_path_at_its_precondition_json():
     assert v["examples"] >= 25 and doc["provenance"]["seed"] == 0
 
 
+@pytest.mark.slow
 def test_certify_below_the_precondition_finds_the_anomaly():
     rc, out, err = _certify("--adapter", "toki.properties.adapter:toki_rule", "--level", "SI", "--budget", "200")
     assert rc == 1 and "below rule's precondition SR" in out and "P3" in out
@@ -72,6 +74,7 @@ def test_certify_bad_input_exits_2(argv, needle):
     assert rc == 2 and needle in err, err
 
 
+@pytest.mark.slow
 def test_pytest_helper_gates_on_the_contract(toki_certify):
     from tests.unsafe_adapter import locking, unsafe
 

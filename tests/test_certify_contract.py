@@ -202,7 +202,8 @@ def test_a_factory_that_raises_or_a_plugin_lacking_members_is_named_in_one_line(
 SHIPPED = sorted((ROOT / "docs").rglob("*.witness.json"))
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.name, marks=pytest.mark.slow if p.name.startswith("sodamem") else ())
+                                  for p in SHIPPED])
 def test_every_witness_shipped_under_docs_replays_with_exit_1(path):
     from toki.engines.registry import ENGINES, available
 
@@ -243,6 +244,7 @@ def test_a_replay_that_shows_the_anomaly_exits_1_even_when_the_outcome_differs_a
     assert "state[0]: recorded 7, replayed 1" in out and "completed: 1 items recorded, 2 replayed" in out
 
 
+@pytest.mark.slow
 def test_a_witness_of_an_older_toki_loads_and_says_what_it_does_not_record(tmp_path):
     path = _counter_witness(tmp_path)
     doc = json.loads(path.read_text())
@@ -315,6 +317,7 @@ def test_sodamem_predicate_drift_is_by_design_and_passes_the_gate():
 
 # -- 4. the docs and the CLI agree on scenarios ----------------------------------------------------
 
+@pytest.mark.slow
 def test_engines_list_shows_every_scenario_the_cli_runs():
     from toki.engines.registry import ENGINES, available, load_engine
 
@@ -355,6 +358,7 @@ def test_the_text_shows_the_grant_order_as_runs_and_the_call_at_each_switch(tmp_
     assert any("update counter set n = ? ← (1,)" in s[3] for s in switches), out
 
 
+@pytest.mark.slow
 def test_witness_and_pictures_are_named_per_scenario_for_one_or_many(tmp_path):
     rc, out, err = _toki("certify", "--engine-module", SPEC + "two", "--budget", "20", "--witness",
                          str(tmp_path / "many" / "w.json"), "--png", str(tmp_path / "many" / "w.png"))
@@ -367,6 +371,7 @@ def test_witness_and_pictures_are_named_per_scenario_for_one_or_many(tmp_path):
     assert rc == 1 and sorted(p.name for p in (tmp_path / "one").iterdir()) == ["w.increment.json"]
 
 
+@pytest.mark.slow
 def test_junit_never_says_none(tmp_path):
     for spec in ("tests.toy_engine:counter", "tests.toy_engine:counter_locked", SPEC + "diary", SPEC + "drifting"):
         junit = tmp_path / f"{spec.rsplit(':', 1)[1]}.xml"
@@ -447,6 +452,7 @@ def test_shortened_details_keep_the_bound_values():
     assert shorten(detail, 50).startswith("INSERT INTO fact_events (") and "← ('fact_5a04'" in shorten(detail, 50)
 
 
+@pytest.mark.slow
 def test_every_label_of_the_picture_stays_inside_it(tmp_path):
     from toki.harness.draw import draw, figure
     from toki.harness.witness import Witness

@@ -147,6 +147,7 @@ def test_edn_with_nemesis_ops_vectors_strings_and_comments():
         assert (got["valid"], got["anomaly_types"]) == (False, ["G2-item"]), variant[:60]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fork", [True, False])
 @pytest.mark.parametrize("workload", ["list-append", "rw-register"])
 def test_edn_is_scanned_as_its_json_is(tmp_path, workload, fork):
@@ -179,6 +180,7 @@ def test_edn_is_scanned_as_its_json_is(tmp_path, workload, fork):
     assert read(unnamed, workload).parser == "edn-scan"
 
 
+@pytest.mark.slow
 def test_edn_file_the_scanner_cannot_take_goes_to_the_edn_reader(tmp_path):
     """A string in the last op sends the file to the EDN reader (a vector of ops does not), with
     the same verdict."""

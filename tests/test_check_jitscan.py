@@ -84,8 +84,8 @@ def test_the_kernel_compiles_and_takes_the_common_shape(edn, monkeypatch):
     assert sc is not None and len(calls) > 3 and all(isinstance(r, tuple) for r in calls)  # no slice handed back
 
 
-@pytest.mark.parametrize("layout", ["lines", "compact", "jsonl", "pretty", "spaced", "crlf", "edn", "edn-written",
-                                    "edn-vector", "edn-no-commas", "edn-one-line"])
+@pytest.mark.parametrize("layout", ["lines"] + [pytest.param(x, marks=pytest.mark.slow) for x in (
+    "compact", "jsonl", "pretty", "spaced", "crlf", "edn", "edn-written", "edn-vector", "edn-no-commas", "edn-one-line")])
 @pytest.mark.parametrize("workload", ["list-append", "rw-register"])
 def test_every_layout_and_slice_size_gives_the_vectorised_columns(layout, workload, monkeypatch):
     ops = ops_of(2, workload=workload)
@@ -141,6 +141,7 @@ SMALL = orjson.dumps(ops_of(7, txns=12))
 SMALL_LINES = layouts(ops_of(7, txns=12))["jsonl"]
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(st.sampled_from([SMALL, SMALL_LINES]), st.integers(0, len(SMALL) - 1),
        st.sampled_from(list(b'[]{},:" -0123456789nulltrefasx\n\r\t\\')),
@@ -157,6 +158,7 @@ def test_mutated_bytes_are_taken_or_handed_back_alike(text, i, byte, how, chunk)
 SMALL_EDN = _written_edn(ops_of(7, txns=12))
 
 
+@pytest.mark.slow
 @settings(max_examples=350, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(st.integers(0, len(SMALL_EDN) - 1),
        st.sampled_from(list(b'[]{},:" -0123456789niltrefasxp#;\n<>=.*+!?_/\'~@^`%&$|\t\r')),

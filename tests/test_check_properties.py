@@ -8,6 +8,7 @@ read committed (never G0, G1a, G1b, G1c), and lost updates and G-single are foun
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,6 +58,7 @@ def test_snapshot_isolation_simulator(workload, seed):
     assert found(r) <= {"G2-item", "lost-update", "PL-3-cycle-exists"}
 
 
+@pytest.mark.slow
 @PROPS
 @given(WORKLOADS, SEEDS)
 def test_read_committed_simulator(workload, seed):
@@ -67,6 +69,7 @@ def test_read_committed_simulator(workload, seed):
     assert not found(r) & RC_FORBIDDEN
 
 
+@pytest.mark.slow
 def test_weaker_simulators_do_show_their_anomalies():
     si, rc = set(), set()
     for seed in range(6):

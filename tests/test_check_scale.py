@@ -27,7 +27,8 @@ def ops_of(workload, db, seed=3, txns=3000, keys=5):
 
 
 @pytest.mark.parametrize("workload", ["list-append", "rw-register"])
-@pytest.mark.parametrize("db,keys", [(db, 5) for db in DBS] + [(DBS[-1], 300)])
+@pytest.mark.parametrize("db,keys", [pytest.param(db, 5, marks=pytest.mark.slow if db != "snapshot-isolation" else ())
+                                     for db in DBS] + [(DBS[-1], 300)])
 def test_inference_in_key_slices_finds_what_whole_inference_finds(monkeypatch, workload, db, keys):
     """keys=300: a slice holds every twelfth key or so, which inference ranks (Codes.krank)."""
     ops = ops_of(workload, db, keys=keys)
@@ -102,7 +103,7 @@ def test_a_huge_file_outside_the_slice_reader_is_refused_with_the_reason(tmp_pat
     assert "too large to read whole" in err.getvalue()
 
 
-@pytest.mark.parametrize("workload", ["list-append", "rw-register"])
+@pytest.mark.parametrize("workload", ["list-append", pytest.param("rw-register", marks=pytest.mark.slow)])
 def test_slices_computed_in_a_forked_child_merge_to_what_one_process_finds(workload):
     """Every other slice in a child, the rest here: the same edges, in the same order, and the same
     cases as all slices in this process."""

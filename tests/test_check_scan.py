@@ -75,6 +75,7 @@ def assert_same_columns(one, sc, where) -> None:
         assert (np.array_equal(v, w) if isinstance(v, np.ndarray) else v == w), (where, k)
 
 
+@pytest.mark.slow
 def test_forked_pieces_are_really_forked_and_a_lost_child_is_redone(monkeypatch):
     """Pieces after the first are scanned in forked children (the scan holds the GIL, threads
     would not use the other cores); a child that dies is replaced by scanning its piece here."""
@@ -98,6 +99,7 @@ def test_forked_pieces_are_really_forked_and_a_lost_child_is_redone(monkeypatch)
     assert lost.helper_max_rss_kb == 0
 
 
+@pytest.mark.slow
 def test_a_bad_op_in_a_forked_piece_sends_the_history_to_the_general_parser():
     ops = ops_of("list-append", "snapshot-isolation", 6, txns=300)
     ops[-3] = dict(ops[-3], value=[["r", "x", None]])  # a string key, in the last piece: not the subset
@@ -106,6 +108,7 @@ def test_a_bad_op_in_a_forked_piece_sends_the_history_to_the_general_parser():
     assert jsonscan.scan(text, chunk_bytes=300, threads=3, fork=False) is None
 
 
+@pytest.mark.slow
 def test_slices_threads_and_json_lines_give_the_same_columns():
     ops = ops_of("list-append", "snapshot-isolation", 3, txns=300)
     text = as_json(ops)
@@ -124,6 +127,7 @@ def test_slices_threads_and_json_lines_give_the_same_columns():
         assert_same(h, ref)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["compact", "pretty", "lines"])
 def test_layout_does_not_change_slices_or_threads(layout):
     # issue 16: a whole history on one line used to become one slice (cuts were at newlines),
@@ -211,6 +215,7 @@ def test_malformed_input_is_named_by_the_general_path(text, err):
 SMALL = as_json(ops_of("list-append", "read-committed", 7, txns=12, keys=2))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, len(SMALL) - 1), st.sampled_from(list(b'[]{},:" -0123456789nulltrefasx\n')),
        st.sampled_from(["replace", "insert", "delete"]))
@@ -252,6 +257,7 @@ def _small_edn() -> bytes:
 SMALL_EDN = _small_edn()
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, len(SMALL_EDN) - 1), st.sampled_from(list(b'[]{},:" -0123456789niltrefasxp#;\n<>=.*+!?_/\'~@^`%&$|\t\r')),
        st.sampled_from(["replace", "insert", "delete"]))

@@ -71,6 +71,7 @@ def test_db_gc(toki_server):
     assert rc == 0 and isinstance(json.loads(out)["dropped"], list)
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_demo_json_runs_every_operator_in_every_mode(toki_server):
     rc, out, _ = run(["demo", "--json", "--dsn", toki_server.dsn])

@@ -53,6 +53,10 @@ def test_cli_bad_cluster_input_exits_2():
     err = io.StringIO()
     assert main(["matrix", "--cluster", "local:2", "--workers", "2", "--quiet"], out=io.StringIO(), err=err) == 2
     assert "--workers and --cluster" in err.getvalue()
+
+
+@pytest.mark.slow  # Dask's connect timeout (10 s)
+def test_cli_unreachable_scheduler_exits_2():
     err = io.StringIO()
     # an unreachable scheduler is bad input, named with the fix, not a hang
     assert main(["matrix", "--cluster", "127.0.0.1:1", "--only", "P4", "--trials", "1", "--quiet"],
@@ -70,6 +74,7 @@ def test_shards_do_not_depend_on_the_worker_count():
     assert shards_of(range(7), 3) == [[0, 1, 2], [3, 4, 5], [6]]
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_matrix_local1_and_local2_give_the_same_document(tmp_path):
     docs = []
@@ -86,6 +91,7 @@ def test_matrix_local1_and_local2_give_the_same_document(tmp_path):
     assert rates[("P4", "RC")] == 1.0 and rates[("P4", "SI")] == 0.0 and rates[("A5B", "SI")] == 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_composition_local1_and_local2_give_the_same_document(tmp_path):
     docs = []
@@ -100,6 +106,7 @@ def test_composition_local1_and_local2_give_the_same_document(tmp_path):
     assert sum(c["noisy_stages"] for c in docs[0]["composition"]["cells"]) > 0  # the noise did run
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_a_killed_worker_changes_no_result(toki_server):
     """Kill the worker that is running shards; the scheduler re-runs them elsewhere from their seeds."""

@@ -71,6 +71,7 @@ def test_a_pipeline_admits_below_its_joined_guard_only(bench):
     assert rates == {"RC": 1.0, "RC+cb": 1.0, "SI": 1.0, "SI+cb": 0.0, "SR": 1.0, "SR+cb": 0.0}
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_noise_is_executed_seeded_and_only_adds(bench):
     pipe = ("rule", "evi", "lww", "await")
@@ -90,6 +91,7 @@ def test_noise_is_executed_seeded_and_only_adds(bench):
     assert [x.name for x in s0.steps] == [x.name for x in s1.steps if x.session != "J"]
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_composition_command_document(tmp_path):
     path = tmp_path / "c.json"

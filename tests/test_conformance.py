@@ -90,6 +90,7 @@ def test_sqlite_prevents_every_case_and_says_how(sqlite_dsn, suffix, journal):
         assert form(g[("serializable", "PMP")], "pmp")["how"] == "blocking"
 
 
+@pytest.mark.slow
 def test_duckdb_snapshot_isolation_admits_write_skew_and_a_lost_delete(duckdb_dsn):
     g = grid(measure(resolve(duckdb_dsn)))
     assert {lv for lv, _ in g} == {"repeatable-read"}  # its one level, snapshot isolation
@@ -188,6 +189,7 @@ def test_bad_input_is_one_line_exit_2(argv, words):
 
 # -- MariaDB ---------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.mysql
 def test_mariadb_agrees_with_hermitages_mysql_column(mysql_dsn):
     doc = measure(resolve(mysql_dsn))
@@ -206,6 +208,7 @@ def test_mariadb_agrees_with_hermitages_mysql_column(mysql_dsn):
     assert g[("serializable", "G1a")]["how"] == "blocking"
 
 
+@pytest.mark.slow
 @pytest.mark.mysql
 def test_mariadb_snapshot_isolation_on_makes_repeatable_read_snapshot_isolation(mysql_dsn):
     doc = measure(resolve(mysql_dsn + "?snapshot_isolation=on"), levels=["rr"])

@@ -169,6 +169,7 @@ def test_torn_write_replays_deterministically():
             assert r.trial(ReplayChooser(res.trace.grants)).outcome.key == res.outcome.key
 
 
+@pytest.mark.slow
 def test_a_pure_reader_crashes_on_a_truncated_file():
     """The writer runs up to its truncating open, then the reader reads the empty file."""
     with TrialRunner(atommem(), "search-vs-add") as r:
@@ -183,6 +184,7 @@ def test_a_pure_reader_crashes_on_a_truncated_file():
         assert ("W", "file-open-w") in kinds and kinds.index(("W", "file-open-w")) < kinds.index(("R", "file-read"))
 
 
+@pytest.mark.slow
 def test_concurrent_rejudging_of_one_contradiction_disagrees_N1():
     """Serially the second agent sees a duplicate and asks no LLM; concurrently both ask (no judge log)."""
     make = wobbling_judge(0.5, seed=0)  # p = 0.5: two independent calls disagree half the time
@@ -206,6 +208,7 @@ def test_concurrent_rejudging_of_one_contradiction_disagrees_N1():
 
 # -- the fix ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", list(atommem_atomic().scenarios))
 def test_fixed_variant_admits_nothing(scenario):
     with TrialRunner(atommem_atomic(), scenario) as r:

@@ -73,6 +73,7 @@ def test_a_file_that_is_not_a_witness_is_refused(tmp_path):
     assert rc == 2 and "not a toki engine witness" in err
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_tokis_own_write_path_through_the_harness_agrees_with_the_contract_suites():
     """At its precondition ⊕t (RC) and ⊕p (SI, with an incumbent) hold; without the re-read
@@ -90,12 +91,14 @@ def test_tokis_own_write_path_through_the_harness_agrees_with_the_contract_suite
                         "evi-empty-slot-at-SI": True, "rule-at-SR": False, "rule-at-SI": True}
 
 
+@pytest.mark.slow
 def test_pytest_plugin_gates_an_engine(toki_certify_engine):
     res = toki_certify_engine("tests.toy_engine:counter", "increment", budget=30, expect="admits")
     assert res.admits
     toki_certify_engine("tests.toy_engine:counter_locked", "increment", budget=30)
 
 
+@pytest.mark.slow
 def test_certify_on_a_cluster_gives_the_in_process_verdicts():
     pytest.importorskip("distributed")
 

@@ -73,6 +73,7 @@ def test_engine_protocol_and_registry():
         assert available(ENGINES[name]) and load_engine(name).name == name
 
 
+@pytest.mark.slow
 def test_contradicting_episodes(engine, tmp_path):
     with TrialRunner(engine, "contradicting-episodes") as r:
         for order, st in serial_states(r).items():
@@ -96,6 +97,7 @@ def test_contradicting_episodes(engine, tmp_path):
             assert again.trace.grants == w.grants
 
 
+@pytest.mark.slow
 def test_restated_fact_loses_provenance(engine):
     with TrialRunner(engine, "restated-fact") as r:
         for st in serial_states(r).values():
@@ -104,6 +106,7 @@ def test_restated_fact_loses_provenance(engine):
         found(r, "lost-update")
 
 
+@pytest.mark.slow
 def test_new_entity_twice_duplicates_the_node(engine):
     with TrialRunner(engine, "new-entity-twice") as r:
         for st in serial_states(r).values():
@@ -112,6 +115,7 @@ def test_new_entity_twice_duplicates_the_node(engine):
         assert [x[0] for x in res.found.outcome.state["entities"]].count("Bob") == 2
 
 
+@pytest.mark.slow
 def test_out_of_order_episodes_older_fact_survives(engine):
     with TrialRunner(engine, "out-of-order-episodes") as r:
         for st in serial_states(r).values():
@@ -121,6 +125,7 @@ def test_out_of_order_episodes_older_fact_survives(engine):
         assert BERLIN_F in current(res.found.outcome.state)
 
 
+@pytest.mark.slow
 def test_rejudge_n1_with_a_temperature_one_judge():
     with TrialRunner(graphiti_rejudge(0.5, seed=0), "rejudge") as r:
         for st in serial_states(r).values():
@@ -130,6 +135,7 @@ def test_rejudge_n1_with_a_temperature_one_judge():
         assert len(votes) == 2 and {v["contradicted"] for v in votes} == {True, False}
 
 
+@pytest.mark.slow
 def test_wide_invalidation_is_a_judge_failure_not_a_race(engine):
     findings = {}
     for eng in (engine, graphiti_sloppy()):
@@ -140,12 +146,14 @@ def test_wide_invalidation_is_a_judge_failure_not_a_race(engine):
     assert len(findings["sloppy_judge"]) == 1 and "Alice works at Acme" in findings["sloppy_judge"][0]
 
 
+@pytest.mark.slow
 def test_groups_share_driver_is_fixed_in_0_31(engine):
     with TrialRunner(engine, "groups-share-driver") as r:
         res = search(r, budget=4, seed=0, shrink=False)  # the full budget-30 search is in the README table
         assert not res.admits and res.tried == 4
 
 
+@pytest.mark.slow
 def test_zep_server_workers_lose_updates():
     with TrialRunner(zep(), "contradicting-episodes") as r:
         for st in serial_states(r).values():
@@ -155,6 +163,7 @@ def test_zep_server_workers_lose_updates():
         assert res.admits and res.found.anomalies
 
 
+@pytest.mark.slow
 def test_restated_fact_erases_an_episodes_provenance_n3(engine):
     """N3: serially every episode is cited by its fact's edge; a stale MERGE drops one."""
     with TrialRunner(engine, "restated-fact") as r:
@@ -164,6 +173,7 @@ def test_restated_fact_erases_an_episodes_provenance_n3(engine):
     assert res.found is not None
 
 
+@pytest.mark.slow
 def test_a_reader_between_the_new_edge_and_the_invalidation_is_told_two_residences(engine):
     """N2: add_episode saves the new edge, then the invalidated old one, in two statements."""
     with TrialRunner(engine, "read-during-invalidation") as r:

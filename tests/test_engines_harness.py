@@ -143,6 +143,7 @@ def test_an_agent_asleep_outside_any_storage_call_is_unverifiable_naming_where()
         ctl.run({"A": fast, "B": sleeps})
 
 
+@pytest.mark.slow
 def test_witness_replays_the_same_outcome_20_times_and_draws(tmp_path):
     eng = toy_engine.counter()
     with TrialRunner(eng, "increment") as tr:

@@ -42,7 +42,7 @@ def pg_engine(toki_server):
     return eng
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.db)])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=[pytest.mark.db, pytest.mark.slow])])
 def engine(request):
     return request.getfixturevalue("sqlite_engine" if request.param == "sqlite" else "pg_engine")
 
@@ -80,6 +80,7 @@ def test_serial_patches_keep_every_pet(engine):
             assert not out.errors
 
 
+@pytest.mark.slow
 def test_blind_put_loses_a_pet_and_the_witness_replays(engine, tmp_path):
     """The reported race on LangMem itself: both runs search before either puts; the later put wins."""
     with TrialRunner(engine, "blind-put") as tr:
@@ -98,6 +99,7 @@ def test_blind_put_loses_a_pet_and_the_witness_replays(engine, tmp_path):
     assert main(["certify", "--replay", str(tmp_path / "w.json"), "--times", "1"], out=out) == 1
 
 
+@pytest.mark.slow
 def test_two_remembers_with_deletes_leave_two_latest_versions(sqlite_engine):
     with TrialRunner(sqlite_engine, "double-remember") as tr:
         for order in (("A", "B"), ("B", "A")):
@@ -108,6 +110,7 @@ def test_two_remembers_with_deletes_leave_two_latest_versions(sqlite_engine):
     assert sorted(res.found.outcome.state["memories"]) == ["Alice lives in Paris.", ROME]
 
 
+@pytest.mark.slow
 def test_with_the_defaults_a_patch_keeps_one_version(sqlite_engine):
     """No deletes: both runs patch the one key, so two latest versions cannot arise."""
     with TrialRunner(sqlite_engine, "double-patch") as tr:
@@ -116,6 +119,7 @@ def test_with_the_defaults_a_patch_keeps_one_version(sqlite_engine):
     assert res.found is None and res.explored > 0
 
 
+@pytest.mark.slow
 def test_duplicate_remember_inserts_twice(sqlite_engine):
     with TrialRunner(sqlite_engine, "duplicate-remember") as tr:
         _, out = tr.run(SerialChooser(("A", "B")))
@@ -124,6 +128,7 @@ def test_duplicate_remember_inserts_twice(sqlite_engine):
     assert res.admits and res.found.outcome.state["memories"].count("Alice plays the violin.") == 2
 
 
+@pytest.mark.slow
 def test_a_recall_between_the_put_and_the_delete_sees_two_residences(sqlite_engine):
     """N2: LangMem puts the new memory, then deletes the old one, each its own transaction; the window
     is a few steps wide, so the bounded-exhaustive search (one preemption) finds it."""
@@ -133,7 +138,8 @@ def test_a_recall_between_the_put_and_the_delete_sees_two_residences(sqlite_engi
     assert res.found.outcome.observed["R"] == [BERLIN, ROME]
 
 
-@pytest.mark.parametrize("scenario,anomaly", [("replace-overwrites", "N3"), ("rejudge", "N1"),
+@pytest.mark.parametrize("scenario,anomaly", [("replace-overwrites", "N3"),
+                                              pytest.param("rejudge", "N1", marks=pytest.mark.slow),
                                               ("ingestion-order", "ingestion-order")])
 def test_properties_of_the_design_show_in_serial_orders(sqlite_engine, scenario, anomaly):
     with TrialRunner(sqlite_engine, scenario) as tr:
@@ -142,6 +148,7 @@ def test_properties_of_the_design_show_in_serial_orders(sqlite_engine, scenario,
     assert any(f.startswith(anomaly + ":") for f in found), found
 
 
+@pytest.mark.slow
 def test_verdict_cells_of_langmem(sqlite_engine, tmp_path):
     from toki.experiments.verdicts import cell
 
@@ -164,7 +171,10 @@ LANGMEM_REPORTS = {  # report id -> what LangMem's own code does with the claim
 }
 
 
-@pytest.mark.parametrize("report_id", sorted(LANGMEM_REPORTS))
+@pytest.mark.parametrize("report_id", [  # the reports that run LangMem's searches are slow
+    pytest.param(r, marks=pytest.mark.slow) if r in {"langmem-blind-put", "langmem-double-remember",
+                                                     "langmem-double-remember-defaults", "langmem-consolidation"}
+    else r for r in sorted(LANGMEM_REPORTS)])
 def test_langmem_reports_are_classified_against_langmem(report_id, tmp_path):
     from toki.experiments import reported_races
 

@@ -84,6 +84,7 @@ def test_serial_update_and_delete(engine):
     assert [e[0] for e in events(ba.state)] == ["ADD", "DELETE"]
 
 
+@pytest.mark.slow
 def test_contradicting_adds_stay_current_by_design_not_by_race(engine):
     """ADD-only: both facts are current in every serial order (a design property), and no
     interleaving produces anything a serial order does not."""
@@ -97,6 +98,7 @@ def test_contradicting_adds_stay_current_by_design_not_by_race(engine):
     assert not res.admits and res.tried == 20
 
 
+@pytest.mark.slow
 def test_love_hate_report_does_not_apply_to_2x(engine):
     """The 1.0.x report (the judge deleted and added nothing) cannot happen on 2.x: both stay."""
     with TrialRunner(engine, "reported-love-hate-empty-store") as tr:
@@ -106,6 +108,7 @@ def test_love_hate_report_does_not_apply_to_2x(engine):
         assert not search(tr, budget=12, seed=0).admits
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario,anomaly", [
     ("add-same-fact", "duplicate-insert"),
     ("reported-duplicate-add", "duplicate-insert"),
@@ -127,6 +130,7 @@ def test_search_finds_the_race_and_its_witness_replays(engine, scenario, anomaly
         assert ["DELETE", BERLIN, None, True] in events(found.outcome.state)
 
 
+@pytest.mark.slow
 def test_lost_update_shrinks_to_a_small_witness_that_replays(engine, tmp_path):
     with TrialRunner(engine, "update-update") as tr:
         res = search(tr, budget=BUDGET, seed=0)
@@ -147,6 +151,7 @@ def test_lost_update_shrinks_to_a_small_witness_that_replays(engine, tmp_path):
     assert "reproduced the recorded outcome 2 of 2" in out.getvalue()
 
 
+@pytest.mark.slow
 def test_linked_ids_race_on_the_entity_store(engine):
     """The reported P4: two adds naming one entity each read its linked_memory_ids and write the
     list back; serially the entity links all three memories, interleaved one link is lost."""

@@ -155,7 +155,12 @@ ADMITS = [(letta, s) for s in ("two-writers-one-block", "shared-block-stale-read
          [(mirix, s) for s in ("concurrent-update", "duplicate-insert", "reader-mid-update")]
 
 
-@pytest.mark.parametrize("factory,scenario", ADMITS, ids=[f"{f.__name__}-{s}" for f, s in ADMITS])
+FAST_ADMITS = {"mem0_v2-duplicate-add", "mirix-concurrent-update"}  # one per model in the fast tier
+
+
+@pytest.mark.parametrize("factory,scenario", [
+    pytest.param(f, s, id=f"{f.__name__}-{s}", marks=() if f"{f.__name__}-{s}" in FAST_ADMITS else pytest.mark.slow)
+    for f, s in ADMITS])
 def test_search_finds_a_race_and_its_witness_replays(factory, scenario, tmp_path):
     eng = factory()
     with TrialRunner(eng, scenario) as r:
@@ -226,6 +231,7 @@ def test_letta_version_conflict_is_a_clean_abort_when_flushes_overlap():
             assert version_read < winner_commit  # the version check read before the winner's flush committed
 
 
+@pytest.mark.slow
 def test_letta_stale_write_back_undoes_a_concurrent_change():
     with TrialRunner(letta(), "stale-write-back") as r:
         res = search(r, budget=BUDGET, seed=0)
@@ -243,14 +249,16 @@ def n1_findings(engine, scenario: str = "rejudge") -> list[str]:
         return found
 
 
-@pytest.mark.parametrize("model,greedy", [(LettaModel, letta_judge), (MirixModel, mirix_judge),
-                                          (Mem0V2Model, mem0_judge)])
+@pytest.mark.parametrize("model,greedy", [(LettaModel, letta_judge),
+                                          pytest.param(MirixModel, mirix_judge, marks=pytest.mark.slow),
+                                          pytest.param(Mem0V2Model, mem0_judge, marks=pytest.mark.slow)])
 def test_N1_with_a_temperature_1_fixture_and_not_without(model, greedy):
     found = n1_findings(model())
     assert found and "judged twice with different answers" in found[0]
     assert n1_findings(model(rejudge_judge=greedy())) == []
 
 
+@pytest.mark.slow
 def test_mirix_reader_sees_the_slot_empty_mid_update():
     with TrialRunner(mirix(), "reader-mid-update") as r:
         res = search(r, budget=BUDGET, seed=0)
@@ -300,7 +308,12 @@ def test_some_reports_run_on_models():
     assert {r.engine for r in ON_MODELS} >= {"letta", "mirix", "mem0-v2"}
 
 
-@pytest.mark.parametrize("report", ON_MODELS, ids=[r.id for r in ON_MODELS])
+SLOW_REPORTS = {"letta-stale-block", "others-blind-put-mem0-v2", "others-consolidation-letta",
+                "others-double-remember-mirix"}
+
+
+@pytest.mark.parametrize("report", [pytest.param(r, id=r.id, marks=pytest.mark.slow if r.id in SLOW_REPORTS else ())
+                                    for r in ON_MODELS])
 def test_reported_race_is_classified(report, tmp_path):
     assert report.scenario in load_engine(report.engine).scenarios
     row = reported_races.classify(report, budget=BUDGET, seed=0, witness_dir=tmp_path)

@@ -31,6 +31,7 @@ def test_serial_orders_leave_one_current_value_whatever_the_order():
             assert _active(out.state) == ["paris"], order
 
 
+@pytest.mark.slow
 def test_search_finds_the_double_supersede_shrinks_and_replays_20_of_20(tmp_path):
     eng = load_engine("sodamem")
     with TrialRunner(eng, "double-supersede") as tr:
@@ -48,6 +49,7 @@ def test_search_finds_the_double_supersede_shrinks_and_replays_20_of_20(tmp_path
     assert {s.agent for s in marks} == {"A", "B"} and all("fact_events" in s.detail for s in marks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["double-supersede", "patch-supersede", "delete-vs-supersede"])
 def test_the_fixed_wrapper_holds_where_sodamem_does_not(scenario):
     with TrialRunner(load_engine("sodamem"), scenario) as tr:
@@ -63,12 +65,14 @@ def test_patch_supersede_loses_one_writers_update():
     assert res.admits and any(a.startswith("lost-update:") for a in res.found.anomalies)
 
 
+@pytest.mark.slow
 def test_preferences_without_an_update_cue_stay_current_in_every_order():
     with TrialRunner(load_engine("sodamem"), "preference-no-cue") as tr:
         res = search(tr, budget=15, seed=0)
     assert not res.admits
 
 
+@pytest.mark.slow
 def test_cli_certify_engine_witness_replay_and_picture(tmp_path):
     w, png, junit = tmp_path / "w.json", tmp_path / "w.png", tmp_path / "j.xml"
     import io

@@ -116,6 +116,7 @@ def test_multi_writer_barrier_reproduces_admit_and_abort_rates(toki_server, tmp_
             assert c["attempts"] >= w * runs + c["recovered"]
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_multi_writer_free_mode_accounts_for_every_write(toki_server, tmp_path):
     rc, doc, _ = _run(["--dsn", toki_server.dsn, "--mode", "free", "--writers", "2,4", "--runs", "3",

@@ -48,8 +48,8 @@ def test_rows_name_the_system_and_version_they_stand_for():
     ("atommem", "N2", "admits"),  # the profiles drift from a revised fact (in a serial order: by design)
     ("letta", "double-supersede", "admits"),  # both replace Berlin in step-start copies
     ("letta", "duplicate-insert", "excludes"),  # the block is written whole: a line cannot land twice
-    ("sodamem", "duplicate-insert", "admits"),  # both ingests read before either writes
-    ("sodamem", "N1", "excludes"),  # no judge: the order key decides the same way every time
+    pytest.param("sodamem", "duplicate-insert", "admits", marks=pytest.mark.slow),  # both ingests read before either writes
+    pytest.param("sodamem", "N1", "excludes", marks=pytest.mark.slow),  # no judge: the order key decides the same way every time
 ])
 def test_cells_that_had_no_scenario_get_a_verdict(system, anomaly, verdict, tmp_path):
     if not available(ENGINES[system]):
@@ -62,6 +62,7 @@ def test_cells_that_had_no_scenario_get_a_verdict(system, anomaly, verdict, tmp_
     assert (row["witness"] is not None) == (verdict == "admits")
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_toki_n2_is_excluded_at_its_guard_and_admitted_below(tmp_path):
     from toki.harness.search import search

@@ -19,6 +19,7 @@ def _engine(name):
     return load_engine(name)
 
 
+@pytest.mark.slow
 def test_atommem_loses_its_file_when_killed_between_truncate_and_write():
     with EngineFaults(_engine("atommem"), "add-add") as ef:
         grants, labels, _ = ef.reference()
@@ -33,6 +34,7 @@ def test_atommem_loses_its_file_when_killed_between_truncate_and_write():
         assert ef.run("kill", 0).survived  # before anything: nothing lost, the retry does it all
 
 
+@pytest.mark.slow
 def test_atommem_atomic_survives_every_kill_and_torn_write():
     with EngineFaults(_engine("atommem-atomic"), "contradict-same-fact") as ef:
         results = [ef.run(k, p) for k in ("kill", "torn") for p in ef.points(k)]
@@ -47,6 +49,7 @@ def _points_between_commits(ef, agent="A"):
     return commits
 
 
+@pytest.mark.slow
 def test_sodamem_ingest_is_several_autocommitted_steps_and_a_kill_between_them_half_writes():
     with EngineFaults(_engine("sodamem"), "double-supersede") as ef:
         grants, labels, _ = ef.reference()
@@ -64,6 +67,7 @@ def test_sodamem_ingest_is_several_autocommitted_steps_and_a_kill_between_them_h
         assert later.survived or any(f.startswith("half-done") for f in later.findings)
 
 
+@pytest.mark.slow
 def test_sodamem_fixed_holds_one_transaction_and_survives_the_same_points():
     with EngineFaults(_engine("sodamem-fixed"), "double-supersede") as ef:
         grants, labels, _ = ef.reference()

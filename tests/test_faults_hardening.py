@@ -113,6 +113,7 @@ def test_non_superuser_deadlocks_are_broken_deterministically(tmp_path):
         assert SECRET not in out.getvalue()
 
 
+@pytest.mark.slow
 def test_write_path_faults_as_a_non_superuser(tmp_path):
     dsn = _pg15_nosu()
     out = io.StringIO()
@@ -129,6 +130,7 @@ def test_write_path_faults_as_a_non_superuser(tmp_path):
     assert rows["restart"]["tried"] == 0 and "not toki's to restart" in rows["restart"]["first"]
 
 
+@pytest.mark.slow
 def test_private_server_crash_restart_durable_and_async_commit(tmp_path):
     """The write path's own server, crashed (immediate stop) at each point and restarted."""
     out = io.StringIO()

@@ -113,6 +113,7 @@ def test_the_recorder_sees_every_kind_of_file_operation(tmp_path):
 
 
 # -- plug-ins, through the command line -----------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("mode,code,kinds", [("inplace", 1, {"lost", "does-not-open"}),
                                               ("rename", 1, {"lost", "does-not-open"}),
                                               ("durable", 0, set())])
@@ -138,6 +139,7 @@ def test_a_json_store_saved_three_ways(tmp_path, mode, code, kinds):
         assert any("write store.json.tmp" in line and "[- lost]" in line for line in d["detail"]["trace"])
 
 
+@pytest.mark.slow
 def test_tinydb_from_pypi_leaves_a_stale_tail_and_a_durable_storage_fixes_it(tmp_path):
     pytest.importorskip("tinydb")
     w = tmp_path / "w"
@@ -152,6 +154,7 @@ def test_tinydb_from_pypi_leaves_a_stale_tail_and_a_durable_storage_fixes_it(tmp
     assert code == 0, out + err
 
 
+@pytest.mark.slow
 def test_atommem_in_place_saves_leave_an_empty_facts_file(tmp_path):
     code, out, err = _faults("--system", "atommem", "--case", "rejudge", "--kind", "power-loss",
                              "--json", str(tmp_path / "a.json"))
@@ -161,6 +164,7 @@ def test_atommem_in_place_saves_leave_an_empty_facts_file(tmp_path):
         case["minimal"]["does not open"]["trace"])
 
 
+@pytest.mark.slow
 def test_atommem_atomic_loses_its_facts_file_without_fsync_and_the_durable_save_survives(tmp_path):
     code, out, err = _faults("--system", "atommem-atomic", "--case", "rejudge", "--kind", "power-loss",
                              "--json", str(tmp_path / "a.json"))
@@ -216,6 +220,7 @@ def test_bad_plugins_and_options_exit_2_in_one_line(argv, problem):
     assert len(err.strip().splitlines()) <= 2
 
 
+@pytest.mark.slow
 def test_a_plugin_gets_the_other_fault_kinds_too_and_their_files_replay(tmp_path):
     w = tmp_path / "w"
     code, out, err = _faults("--engine-module", f"{J}:inplace", "--kind", "kill", "--kind", "torn",
@@ -230,6 +235,7 @@ def test_a_plugin_gets_the_other_fault_kinds_too_and_their_files_replay(tmp_path
     assert all(k in out for k in ("kill", "torn", "power-loss"))
 
 
+@pytest.mark.slow
 def test_among_the_default_kinds_an_unverifiable_power_loss_is_listed_not_counted():
     pytest.importorskip("sqlitedict")
     code, out, err = _faults("--engine-module", "tests.plugins.sqlitedict_counter:locked", "--max-points", "2")

@@ -34,8 +34,8 @@ def faults(toki_server):
     return WritePathFaults(toki_server)  # the shared server: never restarted (restart=None)
 
 
-@pytest.mark.parametrize("case", [Case("lww", "audit_row"), Case("evi", "dual_row"), Case("rule", "base")],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [pytest.param(Case("lww", "audit_row"), marks=pytest.mark.slow), Case("evi", "dual_row"),
+                                  pytest.param(Case("rule", "base"), marks=pytest.mark.slow)], ids=lambda c: c.name)
 def test_every_terminate_ack_and_kill_point_is_survived(faults, case):
     tried = 0
     for kind in ("terminate", "ack-lost", "kill"):

@@ -103,6 +103,7 @@ def _parses(fn, path: Path) -> bool:
         return False
 
 
+@pytest.mark.slow
 @fuzz
 @given(st.one_of(mutated("toml"), st.binary(max_size=200),
                  st.builds(lambda d: json.dumps(d).encode(), JSONISH)))

@@ -189,6 +189,11 @@ SMALL = [
 ]
 
 
+def _cases(rows, slow=()):
+    """Parameters named by their label; the labels in ``slow`` run in the slow tier."""
+    return [pytest.param(*r, id=r[0], marks=pytest.mark.slow if r[0] in slow else ()) for r in rows]
+
+
 def _everything(make, scenario: str, bound: int, reduce: bool = True):
     with TrialRunner(make(), scenario) as tr:
         return explore(tr, bound=bound, reduce=reduce, stop_at_first=False)
@@ -198,7 +203,9 @@ def _both(make, scenario: str, bound: int):
     return _everything(make, scenario, bound, reduce=False), _everything(make, scenario, bound)
 
 
-@pytest.mark.parametrize("label,make,scenario,bound", SMALL, ids=[s[0] for s in SMALL])
+@pytest.mark.parametrize("label,make,scenario,bound", _cases(SMALL, slow={
+    "notes, three agents", "tinydb racy", "sqlitedict racy", "sqlitedict locked", "atommem add-add",
+    "atommem profile-batch-vs-add", "atommem-atomic add-add"}))
 def test_the_reduced_search_reaches_every_outcome_of_the_full_one(label, make, scenario, bound):
     full, reduced = _both(make, scenario, bound)
     assert full.complete and reduced.complete
@@ -206,6 +213,7 @@ def test_the_reduced_search_reaches_every_outcome_of_the_full_one(label, make, s
     assert reduced.explored <= full.explored
 
 
+@pytest.mark.slow
 def test_a_lock_renamed_in_every_run_is_still_one_lock_to_the_reduction():
     fixed = _everything(lambda: _Log(per_run=False), "append", 3)
     renamed = _everything(lambda: _Log(per_run=True), "append", 3)
@@ -230,7 +238,8 @@ SHARDED = [
 ]
 
 
-@pytest.mark.parametrize("label,make,scenario,bound", SHARDED, ids=[s[0] for s in SHARDED])
+@pytest.mark.parametrize("label,make,scenario,bound", _cases(SHARDED, slow={
+    "notes, three agents", "atommem-atomic add-search-vs-add", "tinydb locked"}))
 def test_the_shards_of_a_tree_add_up_to_the_unsharded_search(label, make, scenario, bound):
     whole = _everything(make, scenario, bound)
     for n in (2, 3):
@@ -264,6 +273,7 @@ def test_a_racy_counter_is_found_by_some_shard_and_the_merged_verdict_names_the_
     assert doc["explored"] == sum(p["explored"] for p in parts)
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_an_exhaustive_search_over_postgresql_row_lock_waits_repeats_itself():
     """B's SELECT ... FOR UPDATE waits for A's row lock; A's commit ends the wait. Whether B is
@@ -291,7 +301,8 @@ CERTIFIED = [  # complete at their bound, no anomaly: iterative bounding walks e
 ]
 
 
-@pytest.mark.parametrize("label,make,scenario,bound", CERTIFIED, ids=[s[0] for s in CERTIFIED])
+@pytest.mark.parametrize("label,make,scenario,bound", _cases(CERTIFIED, slow={
+    "atommem-atomic add-search-vs-add", "letta rejudge", "mem0 1.0.x rejudge"}))
 def test_iterative_bounds_execute_each_interleaving_once_and_count_it_once(label, make, scenario, bound):
     """K = 0, 1, .., bound walk the lower bounds' runs from a record: the interleavings executed
     are all distinct, they are as many as one search at the top bound runs, and so are the counts,

@@ -100,6 +100,7 @@ class AlchemySqlite(_Counter):
             c.execute(text("update c set n = :n"), {"n": n + 1})
 
 
+@pytest.mark.slow
 def test_sqlalchemy_on_sqlite_is_intercepted_through_dbapi2():
     with TrialRunner(AlchemySqlite(), "increment") as runner:
         trace, _ = runner.run(SerialChooser(["A", "B"]))
@@ -137,6 +138,7 @@ class ToThread(WithConn):
         await asyncio.to_thread(write, n)
 
 
+@pytest.mark.slow
 def test_work_an_agent_gives_a_thread_pool_is_the_agents_own_steps():
     with TrialRunner(ToThread(), "increment") as runner:
         trace, out = runner.run(SerialChooser(["A", "B"]))

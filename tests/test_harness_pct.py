@@ -49,6 +49,7 @@ def test_a_depth_below_one_is_refused():
             pct_search(runner, depth=0, runs=1)
 
 
+@pytest.mark.slow
 def test_every_verdict_says_what_its_search_rests_on(capsys):
     import json
 
@@ -87,7 +88,7 @@ def test_the_pytest_plugin_takes_the_same_searches(toki_certify_engine):
 
 
 @pytest.mark.parametrize("how", [["--exhaustive", "2"], ["--pct", "2", "--budget", "10"],
-                                 ["--exhaustive", "2", "--workers", "2"]])
+                                 pytest.param(["--exhaustive", "2", "--workers", "2"], marks=pytest.mark.slow)])
 def test_a_search_told_nothing_or_not_in_control_never_certifies(capsys, how):
     """An engine whose read-out is empty, or whose storage the harness does not see, is
     unverifiable under every search: a complete exhaustive search over nothing is no certificate."""
@@ -149,6 +150,7 @@ def test_workers_are_checked_where_they_enter(argv, needle):
     assert rc == 2 and needle in err.getvalue()
 
 
+@pytest.mark.slow
 def test_keep_going_covers_the_bound_and_counts_the_anomalous_interleavings_the_same_in_shards():
     docs = []
     for how in ([], ["--workers", "2"]):

@@ -70,6 +70,7 @@ class KeptHandle(_Base):
         f.truncate()
 
 
+@pytest.mark.slow
 def test_a_handle_opened_in_open_is_controlled_and_serial_orders_are_serial():
     with TrialRunner(KeptHandle(), "increment") as runner:
         trace, out = runner.run(SerialChooser(["A", "B"]))
@@ -125,6 +126,7 @@ class Worker(_Base):
         self._q(reqs, "update kv set v = ? where k = 'n'", n + 1)
 
 
+@pytest.mark.slow
 def test_a_library_worker_thread_runs_its_statements_as_the_waiting_agents_steps(tmp_path):
     with TrialRunner(Worker(), "increment") as runner:
         trace, out = runner.run(SerialChooser(["B", "A"]))
@@ -242,6 +244,7 @@ class FactoryLockJson(LockedJson):
         return {"path": Path(location) / "c.json", "lock": self.lock}
 
 
+@pytest.mark.slow
 def test_a_lock_the_engine_creates_is_a_wait_on_another_agent_and_the_fix_holds():
     with TrialRunner(LockedJson(), "increment") as runner:
         trace, _ = runner.run(SerialChooser(["A", "B"]))
@@ -354,6 +357,7 @@ def test_a_plugin_method_that_raises_is_a_plugin_error_naming_the_method():
             runner.serial_outcomes()
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_a_postgres_plugin_gets_its_observer_and_per_trial_setup_from_the_harness(toki_server):
     """No observer attribute, no storage_in_location: lock waits are seen and seeds exist."""
@@ -414,6 +418,7 @@ def test_the_worked_examples_in_the_docs_are_the_code_the_suite_runs():
         assert line in blocks[0] and line in sources["toy"]
 
 
+@pytest.mark.slow
 @pytest.mark.mysql
 def test_a_mariadb_plugin_through_pymysql_gets_row_lock_waits_seen_with_no_configuration(mysql_dsn):
     """PyMySQL is intercepted as a driver; InnoDB's lock waits are seen from an observer the
@@ -492,6 +497,7 @@ class SharedWorker(Worker):
     shared = True
 
 
+@pytest.mark.slow
 def test_two_agents_on_one_library_worker_wait_for_each_others_requests_and_replay_exactly():
     """One worker thread serving both agents: while it does A's request, B's request waits for it
     (as for a lock); the race between the two agents' read and write is still found, and the
@@ -612,6 +618,7 @@ class TornJson(LockedJson):
             f.write(json.dumps({"n": n + 1}))
 
 
+@pytest.mark.slow
 def test_an_agents_failure_is_reported_next_to_the_detectors_findings():
     with TrialRunner(TornJson(), "increment") as runner:
         res = search(runner, budget=60, seed=0,

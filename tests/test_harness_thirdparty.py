@@ -104,6 +104,7 @@ def test_tinydb_shared_with_a_lock_is_certified():
 
 # -- (b) sqlitedict: every statement on sqlitedict's own worker thread ----------------------------
 
+@pytest.mark.slow
 def test_sqlitedict_lost_update_is_found_or_refused_never_excluded(tmp_path):
     import sqlitedict
 
@@ -111,12 +112,14 @@ def test_sqlitedict_lost_update_is_found_or_refused_never_excluded(tmp_path):
                         state={"n": 1}, version=sqlitedict.__version__, may_refuse=True)
 
 
+@pytest.mark.slow
 def test_sqlitedict_shared_with_a_lock_is_certified():
     _certified("tests.plugins.sqlitedict_counter:locked", "increment")
 
 
 # -- (c) a SQLAlchemy 2 ORM app on PostgreSQL -----------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_sqlalchemy_session_lost_update_at_read_committed_is_found_and_replays(tmp_path, toki_server):
     import sqlalchemy
@@ -125,12 +128,14 @@ def test_sqlalchemy_session_lost_update_at_read_committed_is_found_and_replays(t
                         state=[{"id": 1, "balance": 110}], version=sqlalchemy.__version__)
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_sqlalchemy_with_for_update_is_certified():
     """The second session's SELECT ... FOR UPDATE waits on the row lock: the harness must see the wait."""
     _certified("tests.plugins.sqlalchemy_accounts:for_update", "credit")
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_sqlalchemy_at_repeatable_read_is_certified(toki_server):
     """The second commit fails with a serialization failure: a clean abort, judged against the
@@ -140,6 +145,7 @@ def test_sqlalchemy_at_repeatable_read_is_certified(toki_server):
 
 # -- (d) asyncio agents: aiosqlite and psycopg's AsyncConnection ---------------------------------
 
+@pytest.mark.slow
 def test_aiosqlite_lost_update_is_found_or_refused_never_excluded(tmp_path):
     import aiosqlite
 
@@ -147,10 +153,12 @@ def test_aiosqlite_lost_update_is_found_or_refused_never_excluded(tmp_path):
                         state=[{"id": 1, "n": 1}], version=aiosqlite.__version__, may_refuse=True)
 
 
+@pytest.mark.slow
 def test_aiosqlite_begin_immediate_is_certified():
     _certified("tests.plugins.async_stores:aiosqlite_immediate", "increment")
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_psycopg_async_lost_update_is_found_and_replays(tmp_path, toki_server):
     import psycopg
@@ -159,6 +167,7 @@ def test_psycopg_async_lost_update_is_found_and_replays(tmp_path, toki_server):
                         state=[{"id": 1, "n": 1}], version=psycopg.__version__)
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_psycopg_async_select_for_update_is_certified():
     _certified("tests.plugins.async_stores:psycopg_for_update", "increment")
@@ -167,12 +176,13 @@ def test_psycopg_async_select_for_update_is_certified():
 # -- the same verdicts from pytest, through the plugin's fixture ----------------------------------
 
 @pytest.mark.parametrize("spec, scenario, expect", [
-    ("tests.plugins.tinydb_counter:racy", "increment", "admits"),
+    pytest.param("tests.plugins.tinydb_counter:racy", "increment", "admits", marks=pytest.mark.slow),
     ("tests.plugins.tinydb_counter:locked", "increment", "excludes"),
-    ("tests.plugins.sqlitedict_counter:locked", "increment", "excludes"),
-    ("tests.plugins.async_stores:aiosqlite_immediate", "increment", "excludes"),
-    pytest.param("tests.plugins.sqlalchemy_accounts:racy", "credit", "admits", marks=pytest.mark.db),
-    pytest.param("tests.plugins.async_stores:psycopg_for_update", "increment", "excludes", marks=pytest.mark.db),
+    pytest.param("tests.plugins.sqlitedict_counter:locked", "increment", "excludes", marks=pytest.mark.slow),
+    pytest.param("tests.plugins.async_stores:aiosqlite_immediate", "increment", "excludes", marks=pytest.mark.slow),
+    pytest.param("tests.plugins.sqlalchemy_accounts:racy", "credit", "admits", marks=[pytest.mark.db, pytest.mark.slow]),
+    pytest.param("tests.plugins.async_stores:psycopg_for_update", "increment", "excludes",
+                 marks=[pytest.mark.db, pytest.mark.slow]),
 ])
 def test_pytest_plugin_gives_the_same_verdicts(toki_certify_engine, spec, scenario, expect):
     """The fixture gives the plug-in its DSN as the CLI does (--toki-dsn, $TOKI_DSN, else embedded)."""

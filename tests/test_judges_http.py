@@ -119,6 +119,7 @@ def test_vote_reads_the_answer_token_and_its_probability(server):
     assert judge_key((A, B), judge) == judge_key((B, A), judge)
 
 
+@pytest.mark.slow
 def test_sampled_votes_follow_the_served_probability(server):
     server.p_a[user_prompt((A, B))] = 0.7
     judge = HTTPJudge(server.url, temperature=1.0, timeout_s=5)

@@ -28,6 +28,7 @@ def _cells(doc) -> dict:
     return {(c["predicate"], c["level"]): c for c in doc["cells"] + doc["variants"]}
 
 
+@pytest.mark.slow
 def test_sqlite_runs_only_serializable_and_says_why(sqlite_dsn, tmp_path):
     doc = matrix(sqlite_dsn, tmp_path)
     cells = _cells(doc)
@@ -43,6 +44,7 @@ def test_sqlite_runs_only_serializable_and_says_why(sqlite_dsn, tmp_path):
     assert doc["provenance"]["seed"] == 42
 
 
+@pytest.mark.slow
 def test_duckdb_is_snapshot_isolation_in_the_matrix(duckdb_dsn, tmp_path):
     cells = _cells(matrix(duckdb_dsn, tmp_path, "--no-n3"))
     si = {p: c for (p, lv), c in cells.items() if lv == "SI"}
@@ -55,6 +57,7 @@ def test_duckdb_is_snapshot_isolation_in_the_matrix(duckdb_dsn, tmp_path):
     assert all(c["rate"] is None for (p, lv), c in cells.items() if not lv.startswith("SI"))
 
 
+@pytest.mark.slow
 @pytest.mark.mysql
 def test_mariadb_repeatable_read_admits_p4(mysql_dsn, tmp_path):
     doc = matrix(mysql_dsn, tmp_path, "--no-n3", "--only", "P4", "--only", "P2", "--no-variants")

@@ -92,6 +92,7 @@ def test_allen_is_exhaustive_and_consistent(a, b):
     assert shared == rel.shares_instant
 
 
+@pytest.mark.slow
 @given(periods, periods)
 def test_minus_is_the_part_outside(a, b):
     parts = a.minus(b)

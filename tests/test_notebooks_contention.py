@@ -25,6 +25,7 @@ def _experiment(name: str, argv: list[str], results: Path, dsn: str) -> None:
     assert path.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_contention_notebook_executes_against_fresh_results(toki_server, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")

@@ -21,6 +21,7 @@ def _experiment(name: str, argv: list[str], results: Path) -> dict:
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow
 def test_engines_notebook_draws_fresh_verdicts(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

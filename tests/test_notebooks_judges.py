@@ -21,6 +21,7 @@ SIZES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.db
 def test_judges_notebook_runs(tmp_path):
     nbformat = pytest.importorskip("nbformat")

@@ -166,8 +166,9 @@ def conflict_sets(draw):
     return facts
 
 
-@pytest.mark.parametrize("carrier", [ML, MD], ids=lambda c: c.value)
-@pytest.mark.parametrize("fold,binary", [(fold_lww, lww), (fold_evi, evi)], ids=["lww", "evi"])
+@pytest.mark.parametrize("carrier", [ML, pytest.param(MD, marks=pytest.mark.slow)], ids=lambda c: c.value)
+@pytest.mark.parametrize("fold,binary", [(fold_lww, lww), pytest.param(fold_evi, evi, marks=pytest.mark.slow)],
+                         ids=["lww", "evi"])
 @given(facts=conflict_sets(), data=st.data())
 def test_nary_folds_are_confluent_and_provenance_complete(fold, binary, carrier, facts, data):
     ref = fold(facts, carrier)

@@ -11,6 +11,7 @@ from toki.properties.machine import store_machine
 pytestmark = pytest.mark.db
 
 
+@pytest.mark.slow
 def test_store_machine(toki_server):
     machine = store_machine(toki_server)
     try:

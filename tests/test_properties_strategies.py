@@ -71,6 +71,7 @@ def test_period_pairs_are_in_the_drawn_relation(t):
     assert b.allen(a) is rel.inverse
 
 
+@pytest.mark.slow
 def test_period_pairs_reach_all_thirteen_relations():
     seen = set()
     for rel in Allen:
@@ -79,6 +80,7 @@ def test_period_pairs_reach_all_thirteen_relations():
     assert seen == set(Allen)
 
 
+@pytest.mark.slow
 @given(ps.contradicting_pairs())
 def test_contradicting_pairs_contradict(t):
     rel, f1, f2 = t
@@ -108,6 +110,7 @@ def test_levels_below(level):
     assert level.isolation < Isolation.SR
 
 
+@pytest.mark.slow
 @given(ps.judge_fixtures())
 def test_judge_fixtures_are_valid_tables_with_both_orders(fx):
     for (a, b), p in fx.table.items():

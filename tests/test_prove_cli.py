@@ -22,6 +22,7 @@ def test_only_group_prints_one_line_per_obligation():
     assert "all as expected" in out
 
 
+@pytest.mark.slow
 def test_json_shape_and_countermodels():
     rc, out, _ = _main("--only", "theorem3", "--only", "matrix.P4", "--json")
     assert rc == 0
@@ -47,6 +48,7 @@ def test_refuted_law_exits_1(monkeypatch):
     assert "refuted" in out and "(expected proved)" in out and "not as expected" in out
 
 
+@pytest.mark.slow
 def test_witness_dir_writes_runnable_schedules(tmp_path):
     from toki.sched.files import load
 
@@ -70,6 +72,7 @@ def _matrix_file(tmp_path, overrides):
     return path
 
 
+@pytest.mark.slow
 def test_three_way_report_names_every_disagreement(tmp_path):
     path = _matrix_file(tmp_path, {("N1", "RC"): 0.0, ("P3", "SI"): 0.0})
     rc, out, _ = _main("--only", "matrix.N1", "--only", "matrix.P3", "--matrix", str(path), "--json")
@@ -97,6 +100,7 @@ def test_malformed_matrix_file_exits_2(tmp_path):
     assert rc == 2 and "unknown level" in err
 
 
+@pytest.mark.slow
 def test_other_forms_are_compared_apart(tmp_path):
     path = _matrix_file(tmp_path, {})
     doc = json.loads(path.read_text())

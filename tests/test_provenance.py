@@ -71,6 +71,7 @@ def test_mixing_carriers_is_refused():
         ML.var("")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("carrier", CARRIERS, ids=lambda c: c.value)
 @given(data=st.data())
 def test_commutative_semiring_laws(carrier, data):

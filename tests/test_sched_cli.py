@@ -96,8 +96,9 @@ def test_soft_deadlock_spec_with_star_marker():
 
 
 @pytest.mark.db
-@pytest.mark.parametrize("spec, sessions", [("classroom-scheduling", (("rx1", "wy1", "c1"), ("ry2", "wx2", "c2"))),
-                                            ("simple-write-skew", (("rwx1", "c1"), ("rwx2", "c2")))])
+@pytest.mark.parametrize("spec, sessions", [
+    pytest.param("classroom-scheduling", (("rx1", "wy1", "c1"), ("ry2", "wx2", "c2")), marks=pytest.mark.slow),
+    ("simple-write-skew", (("rwx1", "c1"), ("rwx2", "c2")))])
 def test_specs_without_permutations_any_overlap_is_a_serialization_failure(spec, sessions):
     rc, out, _ = run(str(SPECS / f"{spec}.spec"), "--json")
     perms = json.loads(out)["permutations"]
@@ -175,7 +176,8 @@ def load_text(text: str, name: str):
 
 
 @pytest.mark.db
-@pytest.mark.parametrize("level", ["read-committed", "repeatable-read", "serializable"])
+@pytest.mark.parametrize("level", ["read-committed", pytest.param("repeatable-read", marks=pytest.mark.slow),
+                                   pytest.param("serializable", marks=pytest.mark.slow)])
 def test_catalogue_expectations_hold(toki_server, level):
     runner = Runner(toki_server, step_limit_s=10)
     failures = []

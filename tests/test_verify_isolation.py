@@ -8,6 +8,7 @@ from toki.sched.schedule import parse_toml
 from toki.verify import compare, isolation as I, witness
 
 
+@pytest.mark.slow
 def test_derived_matrix_equals_the_guard_map():
     derived = {p: {lv: I.derive_cell(p, lv, minimise=False).status for lv in I.LEVELS} for p in I.MATRIX_PREDICATES}
     assert "unknown" not in {s for row in derived.values() for s in row.values()}
@@ -25,12 +26,14 @@ def test_axioms_and_predicates_never_see_the_guard_map():
         assert f'"{p.name}"' not in levels_src
 
 
+@pytest.mark.slow
 def test_every_predicate_is_satisfiable_without_isolation():
     for p in I.PREDICATES:
         cell = I.derive_cell(p, "none")
         assert cell.status == "admitted", p.name
 
 
+@pytest.mark.slow
 def test_weakening_an_axiom_changes_the_derivation(monkeypatch):
     # Drop G-SIb (missed effects) from SI: lost update and read skew become possible at SI.
     assert I.derive_cell("P4", "SI", minimise=False).status == "excluded"
@@ -39,6 +42,7 @@ def test_weakening_an_axiom_changes_the_derivation(monkeypatch):
     assert I.derive_cell("A5A", "SI", minimise=False).status == "admitted"
 
 
+@pytest.mark.slow
 def test_variant_forms():
     assert I.derive_cell("P3-reread", "SI", minimise=False).status == "excluded"
     assert I.derive_cell("P3-reread", "RC", minimise=False).status == "admitted"
@@ -49,6 +53,7 @@ def test_variant_forms():
     assert I.derive_cell("P0-berenson", "SI", minimise=False).status == "excluded"
 
 
+@pytest.mark.slow
 def test_levels_are_not_vacuous_and_si_sr_are_incomparable():
     for lv in I.LEVELS:
         assert I.level_satisfiable(lv).verdict is I.S.Found.FOUND
@@ -57,6 +62,7 @@ def test_levels_are_not_vacuous_and_si_sr_are_incomparable():
     assert I.level_inclusion("SR", "SI").verdict is I.S.Verdict.REFUTED
 
 
+@pytest.mark.slow
 def test_witness_history_satisfies_the_predicate_shape():
     cell = I.derive_cell("P4", "RC")
     text = cell.history.notation()
@@ -65,6 +71,7 @@ def test_witness_history_satisfies_the_predicate_shape():
     assert w1[1] < w1[0]  # T1's write lands after T2's: T2's update is lost
 
 
+@pytest.mark.slow
 def test_witness_schedule_round_trips_through_the_parser(tmp_path):
     cell = I.derive_cell("N1", "SI")
     path = witness.write(cell, tmp_path, I.predicate("N1").meaning)
@@ -77,9 +84,10 @@ def test_witness_schedule_round_trips_through_the_parser(tmp_path):
 
 
 @pytest.mark.db
-@pytest.mark.parametrize("pred, level, cli_level", [("P4", "RC", "read-committed"),
-                                                    ("A5B", "SI", "repeatable-read"),
-                                                    ("N1-unique", "RC", "read-committed")])
+@pytest.mark.parametrize("pred, level, cli_level", [
+    ("P4", "RC", "read-committed"),
+    pytest.param("A5B", "SI", "repeatable-read", marks=pytest.mark.slow),
+    pytest.param("N1-unique", "RC", "read-committed", marks=pytest.mark.slow)])
 def test_witness_runs_on_postgresql(toki_server, tmp_path, pred, level, cli_level):
     import io
     import json
