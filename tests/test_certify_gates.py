@@ -385,4 +385,4 @@ def test_shrinking_cut_short_by_the_deadline_reports_the_anomaly_found(monkeypat
         res = search_mod.search(runner, budget=50, deadline=0.0,
                                 on_trial=lambda n, hit: seen.update(hit=seen["hit"] or hit))
     assert res.found is not None and res.out_of_time and res.tried >= 1
-    assert any(a.startswith("lost-note:") for a in res.found.anomalies)
+    assert any(a.anomaly == "lost-note" for a in res.found.anomalies)

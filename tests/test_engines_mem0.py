@@ -136,7 +136,7 @@ def test_lost_update_shrinks_to_a_small_witness_that_replays(engine, tmp_path):
         res = search(tr, budget=BUDGET, seed=0)
         assert res.admits and res.tried <= BUDGET
         found = res.found
-        assert any(a.startswith("lost-update:") for a in found.anomalies)
+        assert any(a.anomaly == "lost-update" for a in found.anomalies)
         evs = events(found.outcome.state)
         assert ["UPDATE", BERLIN, ROME, False] in evs and ["UPDATE", BERLIN, PARIS, False] in evs
         assert context_switches(found.trace) <= 4
@@ -163,7 +163,7 @@ def test_linked_ids_race_on_the_entity_store(engine):
         res = search(tr, budget=BUDGET, seed=0, shrink=False)
         assert res.admits and res.tried <= BUDGET
         found = res.found
-        assert any(a.startswith("lost-update:") and "'Dune'" in a for a in found.anomalies)
+        assert any(a.anomaly == "lost-update" and "'Dune'" in a for a in found.anomalies)
         [(entity, linked)] = found.outcome.state["entities"]
         assert entity == "Dune" and len(linked) == 2 and texts(found.outcome.state) == sorted(dune)
         replays = [tr.trial(ReplayChooser(found.trace.grants)) for _ in range(5)]

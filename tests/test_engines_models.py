@@ -166,7 +166,7 @@ def test_search_finds_a_race_and_its_witness_replays(factory, scenario, tmp_path
     with TrialRunner(eng, scenario) as r:
         res = search(r, budget=BUDGET, seed=0)
         assert res.admits, f"no anomaly in {BUDGET} trials of {eng.name}/{scenario}"
-        assert not any(a.startswith("non-serializable:") for a in res.found.anomalies), res.found.anomalies
+        assert not any(a.anomaly == "non-serializable" for a in res.found.anomalies), res.found.anomalies
         w = Witness.from_trial(eng, scenario, res.found, seed=0, budget=BUDGET)
         w = Witness.load(w.save(tmp_path / "w.json"))
         for _ in range(5):
@@ -243,9 +243,9 @@ def n1_findings(engine, scenario: str = "rejudge") -> list[str]:
     """N1 on the serial orders (a design property), else in seeded interleavings."""
     with TrialRunner(engine, scenario) as r:
         r.serial_outcomes()
-        found = [d for _, _, out in r.serial_runs for d in r.by_design(out) if d.startswith("N1:")]
+        found = [d for _, _, out in r.serial_runs for d in r.by_design(out) if d.anomaly == "N1"]
         for seed in range(BUDGET):
-            found += [d for d in r.by_design(r.trial(TapeChooser(tape(seed))).outcome) if d.startswith("N1:")]
+            found += [d for d in r.by_design(r.trial(TapeChooser(tape(seed))).outcome) if d.anomaly == "N1"]
         return found
 
 
