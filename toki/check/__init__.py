@@ -11,14 +11,28 @@ Public API::
     result["not"], result["also_not"]
 
 Inputs are Jepsen histories (a list of op maps, or a JSON / EDN file) for the list-append and
-rw-register workloads; names of anomalies and consistency models are Elle's
-(:mod:`toki.check.models` holds the lattice as data, with sources). The memory predicates of
-the testbed (N1, N2, N3), read off recorded outcomes rather than Jepsen histories, belong to
-the matrix engine (:mod:`toki.matrix.memory`).
+rw-register workloads, and memory histories (``workload="memory"``: claims added to and retracted
+from slots, current and audit-history reads, judges' decisions; :mod:`toki.check.memory`,
+docs/memory-histories.md), checked for Elle's anomalies over slots and for the memory's own:
+double-supersede, duplicate-insert, N1, N2, N3. Names of anomalies and consistency models are
+Elle's (:mod:`toki.check.models` holds the lattice as data, with sources). The matrix engine reads
+N1, N2 and N3 off TOKI's own outcomes (:mod:`toki.matrix.memory`); a recorded memory history is
+checked here.
 """
 
-from toki.check.core import check
+from toki.check import core
 from toki.check.history import History, load, parse
+
+
+def check(history, workload: str = "list-append", models=None, anomalies=None, **kw) -> dict:
+    """Check a history as ``workload`` (list-append, rw-register, predicate, memory); see
+    :func:`toki.check.core.check` and :func:`toki.check.memory.check` for the options."""
+    if workload == "memory":
+        from toki.check import memory
+
+        return memory.check(history, models, anomalies, **kw)
+    return core.check(history, workload, models, anomalies, **kw)
+
 from toki.check.models import ALL_ANOMALIES, FRIENDLY_MODELS, boundary, lattice
 
 __all__ = ["ALL_ANOMALIES", "FRIENDLY_MODELS", "History", "boundary", "check", "lattice", "load", "parse"]

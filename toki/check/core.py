@@ -180,7 +180,11 @@ def realtime_edge_set(h: History) -> G.EdgeSet:
 
 # ------------------------------------------------------------------ cycles
 
-def _cycles(h: History, edge_sets, order, ord_bits, timeout) -> tuple[dict, int]:
+def _cycles(h: History, edge_sets, order, ord_bits, timeout, explain=None) -> tuple[dict, int]:
+    """Every cycle type Elle searches, per strongly connected component of the edges. Each
+    cycle found is explained by ``explain(h, type, txns, classes, order bits, edge sets by
+    relationship)`` (default :func:`explain_cycle`; the memory workload brings its own)."""
+    explain = explain or explain_cycle
     n = h.n_txns
     if not edge_sets or n == 0:
         return {}, 0
@@ -229,7 +233,7 @@ def _cycles(h: History, edge_sets, order, ord_bits, timeout) -> tuple[dict, int]
                 {"type": e["type"], "not": e["not"], "subgraph": e["subgraph"], "scc_size": e["scc_size"],
                  "scc": [int(h.t_index[nodes[i]]) for i in e["scc"]]})
         for (typ, cyc, cls, ob) in r.cycles:
-            c = explain_cycle(h, typ, [int(nodes[i]) for i in cyc], cls, ob, by_rel)
+            c = explain(h, typ, [int(nodes[i]) for i in cyc], cls, ob, by_rel)
             out.setdefault(c["type"], []).append(c)
         if r.timeout:
             out.setdefault("cycle-search-timeout", []).append(r.timeout)
@@ -270,15 +274,7 @@ def explain_cycle(h: History, typ: str, txns: list[int], cls: list[int], ob: lis
     for (a, b), c, o in zip(zip(txns, txns[1:]), cls, ob):
         an, bn = names[a], names[b]
         if c == G.C_ORD:
-            if o & G.PROCESS:
-                p = h.processes[int(h.t_process[a])]
-                steps.append({"type": "process", "process": p,
-                              "explanation": f"process {p} executed {an} before {bn}"})
-            else:
-                ia, ib = int(h.t_index[a]), int(h.t_invoke[b])
-                steps.append({"type": "realtime", "completed": ia, "invoked": ib,
-                              "explanation": f"{an} completed at index {ia}, before the invocation of {bn}, "
-                                             f"at index {ib}"})
+            steps.append(order_step(h, a, b, an, bn, o))
             continue
         rel = _CLASS_REL[c]
         es, j = None, None
@@ -301,6 +297,16 @@ def explain_cycle(h: History, typ: str, txns: list[int], cls: list[int], ob: lis
     if any("predicate" in s and s["type"] == "rw" for s in steps):
         typ = typ.replace("-item", "")  # a cycle through a predicate anti-dependency: Adya's G-single, G2
     return {"type": typ, "cycle": [h.op(t) for t in txns], "names": [names[t] for t in txns], "steps": steps}
+
+
+def order_step(h, a: int, b: int, an: str, bn: str, o: int) -> dict:
+    """A process or real-time edge a -> b of a cycle, explained (``an``, ``bn``: their names)."""
+    if o & G.PROCESS:
+        p = h.processes[int(h.t_process[a])]
+        return {"type": "process", "process": p, "explanation": f"process {p} executed {an} before {bn}"}
+    ia, ib = int(h.t_index[a]), int(h.t_invoke[b])
+    return {"type": "realtime", "completed": ia, "invoked": ib,
+            "explanation": f"{an} completed at index {ia}, before the invocation of {bn}, at index {ib}"}
 
 
 def _predicate_step(h, rel, a, b, p, k, v1, v2) -> dict:

@@ -1,4 +1,5 @@
-"""``toki check FILE``: check a Jepsen history (JSON or EDN) the way Elle does (docs/design.md#histories-and-toki-check-output).
+"""``toki check FILE``: check a Jepsen history (JSON or EDN) the way Elle does (docs/design.md#histories-and-toki-check-output),
+or a memory history (``--workload memory``, docs/memory-histories.md).
 
 Exit status: 0 valid, 1 invalid or unknown (an empty transaction graph or a cycle search that
 ran out of time is never a pass), 2 bad input (the message names the op and what is wrong).
@@ -6,10 +7,13 @@ ran out of time is never a pass), 2 bad input (the message names the op and what
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from toki.render import emit_json
 
 EPILOG = ("exit status: 0 valid, 1 invalid or unknown (never a pass), 2 bad input. "
-          "Default models (none given): strict-serializable, as Elle. "
+          "Default models (none given): strict-serializable, as Elle; serializable for --workload memory, "
+          "plus the memory's own anomalies (double-supersede, duplicate-insert, N1, N2, N3). "
           "elle-cli's flags work too: -m/--model list-append|rw-register (the workload), "
           "-c/--consistency-models A,B, -a/--anomalies A,B, -f/--format edn|json, -v/--verbose, several files.")
 
@@ -20,12 +24,18 @@ ELLE_CLI_WORKLOADS = {"list-append": "list-append", "elle-list-append": "list-ap
 
 
 def register(sub) -> None:
-    p = sub.add_parser("check", help="check a Jepsen history (list-append, rw-register, predicate reads) like Elle",
+    p = sub.add_parser("check", help="check a Jepsen history (list-append, rw-register, predicate reads) or a memory history like Elle",
                        description=__doc__.split("\n\n")[0], epilog=EPILOG)
     p.add_argument("file", nargs="*", help="history file(s): JSON array, JSON lines, or EDN (.edn)")
-    p.add_argument("--workload", choices=("list-append", "rw-register", "predicate"), default=None,
+    p.add_argument("--workload", choices=("list-append", "rw-register", "predicate", "memory"), default=None,
                    help="the workload (default list-append); predicate: rw-register plus predicate reads "
-                        "[\"rp\", {\"where\": {...}, \"range\": [lo, hi]}, [[k, v], ...]], checked for phantoms (G2)")
+                        "[\"rp\", {\"where\": {...}, \"range\": [lo, hi]}, [[k, v], ...]], checked for phantoms (G2); "
+                        "memory: add/retract/current/history/decide micro-ops over slots (docs/memory-histories.md)")
+    p.add_argument("--multi-valued", action="append", default=None, metavar="SLOT",
+                   help="memory: a slot that may hold several current claims (repeatable; a glob such as '*/hobbies' "
+                        "or '*' for all), on top of the history's header")
+    p.add_argument("--plot", default=None, metavar="DIR",
+                   help="draw each cycle found as an SVG picture in DIR (its path is added to the case as \"plot\")")
     p.add_argument("-m", "--model", action="append", default=None, metavar="M",
                    help="consistency model that must hold (repeatable), e.g. serializable, snapshot-isolation; "
                         "as in elle-cli, list-append or rw-register here names the workload")
@@ -64,9 +74,12 @@ def run(args, out) -> int:
     if not args.file:
         raise ConfigError("no history file given", fix="toki check FILE --workload list-append")
     workload, models, anomalies = _options(args)
-    if workload == "list-append" and (args.wfr_keys or args.sequential_keys or args.linearizable_keys):
+    if workload in ("list-append", "memory") and (args.wfr_keys or args.sequential_keys or args.linearizable_keys):
         raise ConfigError("--wfr-keys, --sequential-keys and --linearizable-keys apply to rw-register only",
                           fix="drop them, or use --workload rw-register")
+    if args.multi_valued and workload != "memory":
+        raise ConfigError("--multi-valued applies to memory histories only", fix="add --workload memory, or drop it")
+    extra = {"multi_valued": args.multi_valued or ()} if workload == "memory" else {}
     from toki.render import progress
 
     fast_malloc(_malloc_threshold(args.file))
@@ -86,8 +99,14 @@ def run(args, out) -> int:
                                cycle_search_timeout=args.cycle_search_timeout or CYCLE_SEARCH_TIMEOUT,
                                wfr_keys=args.wfr_keys, sequential_keys=args.sequential_keys,
                                linearizable_keys=args.linearizable_keys, stats=args.stats, fmt=args.format,
-                               on_phase=on_phase)
+                               on_phase=on_phase, **extra)
             bar.update(task, completed=3)
+    if args.plot:
+        from toki.check.draw import draw_cycles
+
+        for f, res in results.items():
+            prefix = "" if len(args.file) == 1 else f"{Path(f).stem}-"
+            draw_cycles(res, args.plot, prefix=prefix)
     as_json = args.json or ("-" if args.verbose else None)
     if as_json:
         emit_json(results[args.file[0]] if len(args.file) == 1 else results, out, as_json)
@@ -146,6 +165,10 @@ def _human(res: dict, out) -> None:
             n = len(cases) if isinstance(cases, list) else 1
             rows.append((t, n, _first(t, cases)))
         table(out, "anomalies", ["type", "cases", "first case"], rows)
+    plots = [c["plot"] for cs in res["anomalies"].values() if isinstance(cs, list)
+             for c in cs if isinstance(c, dict) and "plot" in c]
+    for path in plots:
+        out.write(f"picture: {path}\n")
     if res["not"]:
         out.write(f"not: {', '.join(res['not'])}\n")
     if res["also_not"]:
@@ -159,6 +182,8 @@ def _first(t: str, cases) -> str:
     if not isinstance(cases, list) or not cases:
         return str(cases)
     c = cases[0]
+    if "explanation" in c:
+        return c["explanation"]
     if "steps" in c:
         names = c["names"]
         return "; ".join(f"{names[i]} -> {names[i + 1]}: {s.get('explanation', s['type'])}"

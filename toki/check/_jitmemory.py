@@ -1,0 +1,668 @@
+"""The loop that reads memory histories, compiled by numba (importing this module imports numba).
+
+One pass over a slice of JSON op maps (one per line, or the elements of an array): per op its
+type, process, index, time and byte range; per micro-op its kind, slot and claim or read list or
+decision; every string and integer used as a slot, claim or question interned as a token (its raw
+bytes, decoded once per distinct token by the caller), every (slot, claim) pair interned as a pair.
+It returns ``BAIL`` with the position at the first byte outside what it knows (a float, a nested
+map in a micro-op, a key repeated, ...); the caller then reads the slice with the Python column
+builder, which accepts more and names a bad op. Positions past the slice read the caller's zero
+padding, which matches nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+OK_, BAIL = 0, 2
+_Q, _LB, _RB, _LC, _RC, _COMMA, _COLON, _MINUS, _BS = 34, 91, 93, 123, 125, 44, 58, 45, 92
+# op types as toki.check.history codes; 9: a header
+_T_OK, _T_INFO, _T_FAIL, _T_INVOKE, _T_HEADER = 0, 1, 2, 3, 9
+# micro-op kinds as toki.check.memory codes
+_ADD, _RETRACT, _CURRENT, _HISTORY, _DECIDE = 0, 1, 2, 3, 4
+_EMPTY = -1
+
+
+@njit(cache=True, inline="always")
+def _ws(b, i):
+    while True:
+        x = b[i]
+        if x == 32 or x == 9 or x == 10 or x == 13:
+            i += 1
+        else:
+            return i
+
+
+@njit(cache=True, inline="always")
+def _string_end(b, i, n):
+    """At an opening quote: (position after the closing quote, has an escape), or (-1, ...)."""
+    j = i + 1
+    esc = False
+    while j < n:
+        x = b[j]
+        if x == _Q:
+            return j + 1, esc
+        if x == _BS:
+            esc = True
+            j += 2
+            continue
+        if x < 32:
+            return -1, esc
+        j += 1
+    return -1, esc
+
+
+@njit(cache=True, inline="always")
+def _int_end(b, i, n):
+    """At a '-' or digit: the position after an integer (at most 18 digits), or -1 (a float, ...)."""
+    j = i
+    if b[j] == _MINUS:
+        j += 1
+    d = j
+    while j < n and 48 <= b[j] <= 57:
+        j += 1
+    if j == d or j - d > 18:
+        return -1
+    x = b[j]
+    if x == 46 or x == 101 or x == 69:  # . e E
+        return -1
+    return j
+
+
+@njit(cache=True, inline="always")
+def _int_value(b, i, j):
+    neg = b[i] == _MINUS
+    k = i + 1 if neg else i
+    v = 0
+    while k < j:
+        v = v * 10 + (b[k] - 48)
+        k += 1
+    return -v if neg else v
+
+
+@njit(cache=True)
+def _skip(b, i, n):
+    """Past any JSON value at i, or -1."""
+    x = b[i]
+    if x == _Q:
+        j, _ = _string_end(b, i, n)
+        return j
+    if x == _LB or x == _LC:
+        depth = 0
+        j = i
+        while j < n:
+            x = b[j]
+            if x == _Q:
+                j, _ = _string_end(b, j, n)
+                if j < 0:
+                    return -1
+                continue
+            if x == _LB or x == _LC:
+                depth += 1
+            elif x == _RB or x == _RC:
+                depth -= 1
+                if depth == 0:
+                    return j + 1
+            j += 1
+        return -1
+    j = i
+    while j < n:
+        x = b[j]
+        if x == _COMMA or x == _RB or x == _RC or x == 32 or x == 9 or x == 10 or x == 13:
+            break
+        j += 1
+    return j if j > i else -1
+
+
+@njit(cache=True, inline="always")
+def _is(b, s, e, word):
+    """Whether bytes [s, e) are ``word`` (a uint8 array)."""
+    if e - s != len(word):
+        return False
+    for k in range(e - s):
+        if b[s + k] != word[k]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _hash(b, s, e, kind):
+    h = np.uint64(14695981039346656037) ^ np.uint64(kind)
+    for k in range(s, e):
+        h = (h ^ np.uint64(b[k])) * np.uint64(1099511628211)
+    return h
+
+
+@njit(cache=True, inline="always")
+def _pair_hash(s, c):
+    h = (np.uint64(s) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(c) + np.uint64(0x632BE59BD9B4E019))
+    h ^= h >> np.uint64(29)
+    return h * np.uint64(0xBF58476D1CE4E5B9)
+
+
+#: what filled up when scan returns FULL (the caller grows it and scans again)
+FULL = 1
+(F_OPS, F_MOPS, F_ROWS, F_ELEMS, F_DECISIONS, F_DELEMS, F_TOKENS, F_PAIRS) = range(8)
+
+
+@njit(cache=True)
+def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, has_index, time, has_time, has_value, nm, mstart,
+         m_f, m_slot, m_val, m_nil, rlen, elem, d_q, d_start, d_len, d_chosen, d_elem, tok_start, tok_len, tok_kind,
+         ht, pslot, pclaim, pht):
+    """Scan bytes [a, n) of ``b`` (zero padded past n) into the arrays given (never reallocated
+    here: arrays reassigned inside the loop cost reference counting on every op). Returns
+    (status, position or what filled up, counts: ops, micro-ops, read rows, elements, decisions,
+    decision elements, tokens, pairs). ``ht``/``pht``: hash tables filled with -1."""
+    nops = nmops = nrows = nel = nd = nde = ntok = npair = 0
+    w_type = np.array([116, 121, 112, 101], np.uint8)
+    w_process = np.array([112, 114, 111, 99, 101, 115, 115], np.uint8)
+    w_index = np.array([105, 110, 100, 101, 120], np.uint8)
+    w_time = np.array([116, 105, 109, 101], np.uint8)
+    w_f = np.array([102], np.uint8)
+    w_value = np.array([118, 97, 108, 117, 101], np.uint8)
+    w_txn = np.array([116, 120, 110], np.uint8)
+    w_invoke = np.array([105, 110, 118, 111, 107, 101], np.uint8)
+    w_ok = np.array([111, 107], np.uint8)
+    w_fail = np.array([102, 97, 105, 108], np.uint8)
+    w_info = np.array([105, 110, 102, 111], np.uint8)
+    w_header = np.array([104, 101, 97, 100, 101, 114], np.uint8)
+    w_add = np.array([97, 100, 100], np.uint8)
+    w_retract = np.array([114, 101, 116, 114, 97, 99, 116], np.uint8)
+    w_current = np.array([99, 117, 114, 114, 101, 110, 116], np.uint8)
+    w_history = np.array([104, 105, 115, 116, 111, 114, 121], np.uint8)
+    w_decide = np.array([100, 101, 99, 105, 100, 101], np.uint8)
+    w_null = np.array([110, 117, 108, 108], np.uint8)
+
+    i = a
+    while True:
+        # between ops: whitespace, and an array's brackets and commas
+        while True:
+            i = _ws(b, i)
+            x = b[i]
+            if i < n and (x == _COMMA or x == _LB or x == _RB):
+                i += 1
+            else:
+                break
+        if i >= n:
+            break
+        if b[i] != _LC:
+            return (BAIL, i, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+        if nops >= len(typ):
+            return (FULL, F_OPS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+        o = nops
+        op_start[o] = i
+        typ[o] = -1
+        client[o] = False
+        has_index[o] = False
+        has_time[o] = False
+        has_value[o] = False
+        process[o] = 0
+        index[o] = 0
+        time[o] = 0
+        nm[o] = 0
+        mstart[o] = nmops
+        m0, r0, e0, d0, de0 = nmops, nrows, nel, nd, nde
+        seen_value = False
+        seen_process = False
+        bad = False
+        i += 1
+        while True:  # the op's entries
+            i = _ws(b, i)
+            if b[i] == _RC:
+                i += 1
+                break
+            if b[i] != _Q:
+                bad = True
+                break
+            ks = i + 1
+            j, esc = _string_end(b, i, n)
+            if j < 0 or esc:
+                bad = True
+                break
+            ke = j - 1
+            i = _ws(b, j)
+            if b[i] != _COLON:
+                bad = True
+                break
+            i = _ws(b, i + 1)
+            x = b[i]
+            if _is(b, ks, ke, w_type):
+                if x != _Q:
+                    bad = True
+                    break
+                j, esc = _string_end(b, i, n)
+                if j < 0:
+                    bad = True
+                    break
+                s, e = i + 1, j - 1
+                if _is(b, s, e, w_invoke):
+                    typ[o] = _T_INVOKE
+                elif _is(b, s, e, w_ok):
+                    typ[o] = _T_OK
+                elif _is(b, s, e, w_fail):
+                    typ[o] = _T_FAIL
+                elif _is(b, s, e, w_info):
+                    typ[o] = _T_INFO
+                elif _is(b, s, e, w_header):
+                    typ[o] = _T_HEADER
+                else:
+                    bad = True
+                    break
+                i = j
+            elif _is(b, ks, ke, w_process):
+                seen_process = True
+                if x == _MINUS or 48 <= x <= 57:
+                    j = _int_end(b, i, n)
+                    if j < 0:
+                        bad = True
+                        break
+                    process[o] = _int_value(b, i, j)
+                    client[o] = True
+                    i = j
+                else:
+                    j = _skip(b, i, n)   # a nemesis or other non-client process
+                    if j < 0:
+                        bad = True
+                        break
+                    i = j
+            elif _is(b, ks, ke, w_index) or _is(b, ks, ke, w_time):
+                is_index = ke - ks == 5
+                if x == _MINUS or 48 <= x <= 57:
+                    j = _int_end(b, i, n)
+                    if j < 0:
+                        bad = True
+                        break
+                    v = _int_value(b, i, j)
+                    if is_index:
+                        index[o] = v
+                        has_index[o] = True
+                    else:
+                        time[o] = v
+                        has_time[o] = True
+                    i = j
+                elif _is(b, i, i + 4, w_null) and not is_index:
+                    i += 4
+                else:
+                    bad = True
+                    break
+            elif _is(b, ks, ke, w_f):
+                if x == _Q:
+                    j, esc = _string_end(b, i, n)
+                    if j < 0 or not _is(b, i + 1, j - 1, w_txn):
+                        bad = True
+                        break
+                    i = j
+                elif _is(b, i, i + 4, w_null):
+                    i += 4
+                else:
+                    bad = True
+                    break
+            elif _is(b, ks, ke, w_value):
+                if seen_value:
+                    bad = True
+                    break
+                seen_value = True
+                if _is(b, i, i + 4, w_null):
+                    i += 4
+                    continue
+                if x != _LB:
+                    bad = True
+                    break
+                has_value[o] = True
+                i = _ws(b, i + 1)
+                if b[i] == _RB:
+                    i += 1
+                    continue
+                while True:  # micro-ops
+                    if b[i] != _LB:
+                        bad = True
+                        break
+                    i = _ws(b, i + 1)
+                    if b[i] != _Q:
+                        bad = True
+                        break
+                    j, esc = _string_end(b, i, n)
+                    if j < 0:
+                        bad = True
+                        break
+                    s, e = i + 1, j - 1
+                    if _is(b, s, e, w_add):
+                        f = _ADD
+                    elif _is(b, s, e, w_retract):
+                        f = _RETRACT
+                    elif _is(b, s, e, w_current):
+                        f = _CURRENT
+                    elif _is(b, s, e, w_history):
+                        f = _HISTORY
+                    elif _is(b, s, e, w_decide):
+                        f = _DECIDE
+                    else:
+                        bad = True
+                        break
+                    i = _ws(b, j)
+                    if b[i] != _COMMA:
+                        bad = True
+                        break
+                    i = _ws(b, i + 1)
+                    # the slot, or the question: a token
+                    x = b[i]
+                    if x == _Q:
+                        j, esc = _string_end(b, i, n)
+                        if j < 0:
+                            bad = True
+                            break
+                        ts, te, tk = i + 1, j - 1, 2 if esc else 0
+                    elif x == _MINUS or 48 <= x <= 57:
+                        j = _int_end(b, i, n)
+                        if j < 0:
+                            bad = True
+                            break
+                        ts, te, tk = i, j, 1
+                    else:
+                        bad = True
+                        break
+                    # intern the token
+                    if ntok * 2 >= len(ht) or ntok >= len(tok_start):
+                        return (FULL, F_TOKENS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                    mask = np.uint64(len(ht) - 1)
+                    hh = _hash(b, ts, te, tk) & mask
+                    slot_tok = -1
+                    while ht[hh] != _EMPTY:
+                        t = ht[hh]
+                        if tok_kind[t] == tk and tok_len[t] == te - ts:
+                            same = True
+                            for k in range(te - ts):
+                                if b[tok_start[t] + k] != b[ts + k]:
+                                    same = False
+                                    break
+                            if same:
+                                slot_tok = t
+                                break
+                        hh = (hh + np.uint64(1)) & mask
+                    if slot_tok < 0:
+                        tok_start[ntok], tok_len[ntok], tok_kind[ntok] = ts, te - ts, tk
+                        ht[hh] = ntok
+                        slot_tok = ntok
+                        ntok += 1
+                    i = _ws(b, j)
+                    if b[i] != _COMMA:
+                        bad = True
+                        break
+                    i = _ws(b, i + 1)
+                    if nmops >= len(m_f):
+                        return (FULL, F_MOPS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                    m_f[nmops] = f
+                    m_slot[nmops] = slot_tok if f != _DECIDE else -1
+                    m_nil[nmops] = False
+                    # the third element: a claim, a list of claims, or null
+                    lists = f == _CURRENT or f == _HISTORY or f == _DECIDE
+                    if lists:
+                        if _is(b, i, i + 4, w_null) and f != _DECIDE:
+                            m_nil[nmops] = True
+                            i += 4
+                            count = -1
+                        elif b[i] == _LB:
+                            i = _ws(b, i + 1)
+                            count = 0
+                        else:
+                            bad = True
+                            break
+                    else:
+                        count = -2
+                    first_elem = True
+                    while count != -1:  # the claim (count -2), or each claim of the list
+                        if count >= 0:
+                            if b[i] == _RB:
+                                i += 1
+                                break
+                            if not first_elem:
+                                if b[i] != _COMMA:
+                                    bad = True
+                                    break
+                                i = _ws(b, i + 1)
+                        first_elem = False
+                        x = b[i]
+                        if x == _Q:
+                            j, esc = _string_end(b, i, n)
+                            if j < 0:
+                                bad = True
+                                break
+                            ts, te, tk = i + 1, j - 1, 2 if esc else 0
+                        elif x == _MINUS or 48 <= x <= 57:
+                            j = _int_end(b, i, n)
+                            if j < 0:
+                                bad = True
+                                break
+                            ts, te, tk = i, j, 1
+                        elif count == -2 and f == _RETRACT and _is(b, i, i + 4, w_null):
+                            m_val[nmops] = -1
+                            m_nil[nmops] = True
+                            i += 4
+                            break
+                        else:
+                            bad = True
+                            break
+                        if ntok * 2 >= len(ht) or ntok >= len(tok_start):
+                            return (FULL, F_TOKENS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                        mask = np.uint64(len(ht) - 1)
+                        hh = _hash(b, ts, te, tk) & mask
+                        tok = -1
+                        while ht[hh] != _EMPTY:
+                            t = ht[hh]
+                            if tok_kind[t] == tk and tok_len[t] == te - ts:
+                                same = True
+                                for k in range(te - ts):
+                                    if b[tok_start[t] + k] != b[ts + k]:
+                                        same = False
+                                        break
+                                if same:
+                                    tok = t
+                                    break
+                            hh = (hh + np.uint64(1)) & mask
+                        if tok < 0:
+                            tok_start[ntok], tok_len[ntok], tok_kind[ntok] = ts, te - ts, tk
+                            ht[hh] = ntok
+                            tok = ntok
+                            ntok += 1
+                        i = _ws(b, j)
+                        if f == _DECIDE:
+                            if nde >= len(d_elem):
+                                return (FULL, F_DELEMS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                            d_elem[nde] = tok
+                            nde += 1
+                            count += 1
+                            continue
+                        # the (slot, claim) pair
+                        if npair * 2 >= len(pht) or npair >= len(pslot):
+                            return (FULL, F_PAIRS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                        pmask = np.uint64(len(pht) - 1)
+                        ph = _pair_hash(slot_tok, tok) & pmask
+                        pair = -1
+                        while pht[ph] != _EMPTY:
+                            q = pht[ph]
+                            if pslot[q] == slot_tok and pclaim[q] == tok:
+                                pair = q
+                                break
+                            ph = (ph + np.uint64(1)) & pmask
+                        if pair < 0:
+                            pslot[npair], pclaim[npair] = slot_tok, tok
+                            pht[ph] = npair
+                            pair = npair
+                            npair += 1
+                        if count == -2:
+                            m_val[nmops] = pair
+                            break
+                        if nel >= len(elem):
+                            return (FULL, F_ELEMS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                        elem[nel] = pair
+                        nel += 1
+                        count += 1
+                    if bad:
+                        break
+                    if f == _CURRENT or f == _HISTORY:
+                        if nrows >= len(rlen):
+                            return (FULL, F_ROWS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                        rlen[nrows] = count if count > 0 else 0
+                        m_val[nmops] = nrows
+                        nrows += 1
+                    elif f == _DECIDE:
+                        i = _ws(b, i)
+                        if b[i] != _COMMA:
+                            bad = True
+                            break
+                        i = _ws(b, i + 1)
+                        x = b[i]
+                        chosen = -1
+                        if _is(b, i, i + 4, w_null):
+                            j = i + 4
+                        elif x == _Q or x == _MINUS or 48 <= x <= 57:
+                            if x == _Q:
+                                j, esc = _string_end(b, i, n)
+                                if j < 0:
+                                    bad = True
+                                    break
+                                ts, te, tk = i + 1, j - 1, 2 if esc else 0
+                            else:
+                                j = _int_end(b, i, n)
+                                if j < 0:
+                                    bad = True
+                                    break
+                                ts, te, tk = i, j, 1
+                            if ntok * 2 >= len(ht) or ntok >= len(tok_start):
+                                return (FULL, F_TOKENS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                            mask = np.uint64(len(ht) - 1)
+                            hh = _hash(b, ts, te, tk) & mask
+                            while ht[hh] != _EMPTY:
+                                t = ht[hh]
+                                if tok_kind[t] == tk and tok_len[t] == te - ts:
+                                    same = True
+                                    for k in range(te - ts):
+                                        if b[tok_start[t] + k] != b[ts + k]:
+                                            same = False
+                                            break
+                                    if same:
+                                        chosen = t
+                                        break
+                                hh = (hh + np.uint64(1)) & mask
+                            if chosen < 0:
+                                tok_start[ntok], tok_len[ntok], tok_kind[ntok] = ts, te - ts, tk
+                                ht[hh] = ntok
+                                chosen = ntok
+                                ntok += 1
+                        else:
+                            bad = True
+                            break
+                        i = j
+                        if nd >= len(d_q):
+                            return (FULL, F_DECISIONS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                        d_q[nd] = slot_tok
+                        d_start[nd] = nde - count
+                        d_len[nd] = count
+                        d_chosen[nd] = chosen
+                        m_val[nmops] = nd
+                        nd += 1
+                    nmops += 1
+                    i = _ws(b, i)
+                    if b[i] != _RB:   # the micro-op ends
+                        bad = True
+                        break
+                    i = _ws(b, i + 1)
+                    if b[i] == _COMMA:
+                        i = _ws(b, i + 1)
+                        continue
+                    if b[i] == _RB:
+                        i += 1
+                        break
+                    bad = True
+                    break
+                if bad:
+                    break
+            else:
+                j = _skip(b, i, n)  # any other entry
+                if j < 0:
+                    bad = True
+                    break
+                i = j
+            i = _ws(b, i)
+            if b[i] == _COMMA:
+                i += 1
+            elif b[i] != _RC:
+                bad = True
+                break
+        if bad or typ[o] < 0 or not (seen_process or typ[o] == _T_HEADER):
+            return (BAIL, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
+        if (typ[o] == _T_INVOKE and not keep_invokes) or not client[o] or typ[o] == _T_HEADER:
+            # an invocation's micro-ops are read only if it never completes (from its bytes)
+            nmops, nrows, nel, nd, nde = m0, r0, e0, d0, de0
+        else:
+            if typ[o] == _T_OK and not has_value[o]:
+                return (BAIL, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
+            for k in range(m0, nmops):
+                if m_f[k] == _RETRACT and m_nil[k] and typ[o] == _T_OK:
+                    return (BAIL, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
+            nm[o] = nmops - m0
+        op_end[o] = i
+        nops += 1
+    return (OK_, i, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+
+
+_NAMES = ("op_start", "op_end", "typ", "process", "client", "index", "has_index", "time", "has_time", "has_value",
+          "nm", "mstart", "m_f", "m_slot", "m_val", "m_nil", "rlen", "elem", "d_q", "d_start", "d_len", "d_chosen",
+          "d_elem", "tok_start", "tok_len", "tok_kind", "ht", "pslot", "pclaim", "pht")
+_GROUP = {F_OPS: "ops", F_MOPS: "mops", F_ROWS: "rows", F_ELEMS: "elems", F_DECISIONS: "decisions",
+          F_DELEMS: "delems", F_TOKENS: "tokens", F_PAIRS: "pairs"}
+
+
+def _arrays(cap: dict) -> dict:
+    o, m, t, p = cap["ops"], cap["mops"], cap["tokens"], cap["pairs"]
+    e8 = np.empty
+    return {"op_start": e8(o, np.int64), "op_end": e8(o, np.int64), "typ": e8(o, np.int8), "process": e8(o, np.int64),
+            "client": e8(o, np.bool_), "index": e8(o, np.int64), "has_index": e8(o, np.bool_), "time": e8(o, np.int64),
+            "has_time": e8(o, np.bool_), "has_value": e8(o, np.bool_), "nm": e8(o, np.int64), "mstart": e8(o, np.int64),
+            "m_f": e8(m, np.int8), "m_slot": e8(m, np.int64), "m_val": e8(m, np.int64), "m_nil": e8(m, np.bool_),
+            "rlen": e8(cap["rows"], np.int64), "elem": e8(cap["elems"], np.int64), "d_q": e8(cap["decisions"], np.int64),
+            "d_start": e8(cap["decisions"], np.int64), "d_len": e8(cap["decisions"], np.int64),
+            "d_chosen": e8(cap["decisions"], np.int64), "d_elem": e8(cap["delems"], np.int64),
+            "tok_start": e8(t, np.int64), "tok_len": e8(t, np.int64), "tok_kind": e8(t, np.int8),
+            "ht": np.full(_pow2(2 * t), _EMPTY, np.int64), "pslot": e8(p, np.int64), "pclaim": e8(p, np.int64),
+            "pht": np.full(_pow2(2 * p), _EMPTY, np.int64)}
+
+
+def _pow2(x: int) -> int:
+    return 1 << max(int(x) - 1, 1).bit_length()
+
+
+def run(b: np.ndarray, a: int, n: int, keep_invokes: bool = False) -> tuple[int, int, dict]:
+    """Scan bytes [a, n) of ``b``: (status OK_ or BAIL, position, the arrays cut to their counts).
+    Capacities start at estimates from the size and double (with a fresh scan) when one fills.
+    Invocations' micro-ops are skipped unless ``keep_invokes``."""
+    size = max(n - a, 1)
+    cap = {"ops": size // 64 + 64, "mops": size // 32 + 64, "rows": size // 48 + 64, "elems": size // 12 + 64,
+           "decisions": size // 1024 + 64, "delems": size // 256 + 64, "tokens": size // 256 + 256,
+           "pairs": size // 256 + 256}
+    while True:
+        arr = _arrays(cap)
+        status, at, *counts = scan(b, a, n, keep_invokes, *(arr[k] for k in _NAMES))
+        if status != FULL:
+            break
+        cap[_GROUP[at]] *= 2
+    nops, nmops, nrows, nel, nd, nde, ntok, npair = counts
+    cut = {"ops": nops, "mops": nmops, "rows": nrows, "elems": nel, "decisions": nd, "delems": nde, "tokens": ntok,
+           "pairs": npair}
+    group = {"op_start": "ops", "op_end": "ops", "typ": "ops", "process": "ops", "client": "ops", "index": "ops",
+             "has_index": "ops", "time": "ops", "has_time": "ops", "has_value": "ops", "nm": "ops", "mstart": "ops",
+             "m_f": "mops", "m_slot": "mops", "m_val": "mops", "m_nil": "mops", "rlen": "rows", "elem": "elems",
+             "d_q": "decisions", "d_start": "decisions", "d_len": "decisions", "d_chosen": "decisions",
+             "d_elem": "delems", "tok_start": "tokens", "tok_len": "tokens", "tok_kind": "tokens", "pslot": "pairs",
+             "pclaim": "pairs"}
+    return status, at, {k: arr[k][:cut[g]] for k, g in group.items()}
+
+
+def warm() -> None:
+    """Compile (or load the cached machine code)."""
+    text = (b'{"type":"header","multi_valued":["a"]}\n'
+            b'{"index":0,"time":1,"type":"invoke","process":0,"f":"txn","value":[["current","a",null]]}\n'
+            b'{"index":1,"time":2,"type":"ok","process":0,"f":"txn","value":[["current","a",["x"]],'
+            b'["add","a","y"],["retract","a",1],["history","a",["x","y"]],["decide","q",["x"],"x"]]}\n')
+    run(np.frombuffer(text + bytes(16), np.uint8), 0, len(text))

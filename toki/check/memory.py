@@ -1,0 +1,1822 @@
+"""Memory histories: agent memory's anomalies checked Elle's way (``toki check FILE --workload memory``).
+
+The format is a contract (docs/memory-histories.md, design §4.9): Jepsen's op shape (``index``,
+``time``, ``process``, ``type`` invoke/ok/fail/info, ``f`` "txn", ``value``), one op per line
+(JSONL), a JSON array or EDN, optionally preceded by a header op ``{"type": "header",
+"multi_valued": [slot or glob, ...]}``; micro-ops ``["add", slot, claim]``, ``["retract", slot,
+claim]``, ``["current", slot, [claims]]``, ``["history", slot, [claims]]`` (the slot's audit
+history, oldest first) and ``["decide", question, [claims considered], chosen]``.
+
+How it is checked, on the checker's own machinery:
+
+- an audit history is an append-only list per slot, so adds and history reads are Elle's
+  list-append (:mod:`toki.check.list_append`, sliced and forked by :mod:`toki.check.partition`):
+  the version order of each slot, ww/wr/rw edges, G1a, G1b, internal, lost-update, and
+  duplicate-elements (here: ``duplicate-insert``);
+- current reads are the set of claims added minus those retracted. Their edges are those every
+  serial order must respect: a claim held was added before the read (wr) and retracted after it
+  (rw); a claim missing that nobody retracted was added after it (rw); a claim missing that the
+  audit order puts before one held was retracted before it (wr); an add precedes the retraction
+  of its claim (ww);
+- cycles are searched by :func:`toki.check.core._cycles` (Elle's types and order), explained here
+  in the memory's words; a cycle through one transaction's reads of two slots is also ``N2``;
+- ``double-supersede`` (a current read holding two claims of a single-valued slot), ``N3`` (a
+  claim acknowledged or seen in a history read, missing from a later history read) and ``N1``
+  (one question, one set of claims considered, two choices) are read off directly.
+
+Layer 7: numpy, the standard library and ``toki.check``; no database.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toki.check import core
+from toki.check import graph as G
+from toki.check import models as cm
+from toki.check.history import (APPEND, FAIL, INFO, INVOKE, OK, R, TYPE_CODES, TYPE_NAMES, History, _transactions,
+                                looks_edn, no_gc, read_bytes)
+from toki.check.runs import gather, ranges
+from toki.errors import ConfigError, HistoryError
+
+ADD, RETRACT, CURRENT, HISTORY, DECIDE = 0, 1, 2, 3, 4
+F_CODES = {"add": ADD, "retract": RETRACT, "current": CURRENT, "history": HISTORY, "decide": DECIDE}
+F_NAMES = {v: k for k, v in F_CODES.items()}
+#: each micro-op's shape, for messages
+SHAPES = {"add": '["add", slot, claim]', "retract": '["retract", slot, claim]',
+          "current": '["current", slot, [claims]]', "history": '["history", slot, [claims]]',
+          "decide": '["decide", question, [claims considered], chosen]'}
+#: the memory's own anomalies (beside Elle's): invariants of a memory whatever the isolation level,
+#: prohibited unless ``--anomaly`` names others; N2 is a cycle, prohibited with its cycle's type
+INVARIANTS = ("double-supersede", "duplicate-insert", "N1", "N3")
+MEMORY_ANOMALIES = (*INVARIANTS, "N2")
+#: Elle's default is strict-serializable; a memory history records processes on several machines,
+#: whose real-time order is only as good as their clocks: serializable unless asked
+DEFAULT_MODELS = ("serializable",)
+ORDER = (G.WW, G.WR, G.RW, G.PROCESS, G.REALTIME)
+HEADER = "header"
+#: claims in one block of the "missed add" join (bounded temporaries)
+_BLOCK = 1 << 22
+
+
+def header(multi_valued=(), **extra) -> dict:
+    """A header op declaring multi-valued slots (exact names or globs such as ``"*/hobbies"``)."""
+    return {"type": HEADER, "multi_valued": sorted(multi_valued), **extra}
+
+
+# ---------------------------------------------------------------------------------- the history
+
+@dataclass
+class MemoryHistory:
+    """Columns over the client transactions of a memory history (as :class:`toki.check.history.History`).
+
+    Micro-ops in transaction order: ``m_txn``, ``m_f`` (ADD ... DECIDE), ``m_slot`` (slot code, -1
+    for a decision), ``m_val`` (adds and retracts: the (slot, claim) pair code; reads: the row of
+    their list in ``r_off``/``r_elem``; decisions: the row in ``decisions``), ``m_nil`` (a read
+    recorded as null). Pairs: ``pair_slot`` (code), ``pair_claim`` (the claim as written).
+    """
+
+    n_ops: int
+    t_index: np.ndarray
+    t_invoke: np.ndarray
+    t_process: np.ndarray
+    t_type: np.ndarray
+    t_time: list
+    processes: list
+    m_txn: np.ndarray
+    m_f: np.ndarray
+    m_slot: np.ndarray
+    m_val: np.ndarray
+    m_nil: np.ndarray
+    r_off: np.ndarray
+    r_elem: np.ndarray
+    slots: list
+    pair_slot: np.ndarray
+    pair_claim: list
+    decisions: list
+    t_pgroup: np.ndarray | None = None
+    header: dict | None = None
+    #: per slot code: whether the slot may hold several current claims
+    multi: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    workload: str = "memory"
+    parser: str = "memory"
+    helper_max_rss_kb: int = 0
+
+    @property
+    def n_txns(self) -> int:
+        return len(self.t_index)
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.pair_slot)
+
+    def slot(self, code: int) -> Any:
+        return self.slots[code]
+
+    def claim(self, pair: int) -> Any:
+        return self.pair_claim[pair]
+
+    def mop_range(self, t: int) -> tuple[int, int]:
+        if not hasattr(self, "_m_start"):
+            self._m_start = np.searchsorted(self.m_txn, np.arange(self.n_txns + 1))
+        return int(self._m_start[t]), int(self._m_start[t + 1])
+
+    def read_list(self, row: int) -> list:
+        return [self.pair_claim[int(p)] for p in self.r_elem[self.r_off[row]:self.r_off[row + 1]]]
+
+    def mop(self, m: int) -> list:
+        f = int(self.m_f[m])
+        if f == DECIDE:
+            q, considered, chosen = self.decisions[int(self.m_val[m])]
+            return ["decide", q, considered, chosen]
+        s = self.slots[int(self.m_slot[m])]
+        if f in (ADD, RETRACT):
+            return [F_NAMES[f], s, None if self.m_nil[m] else self.pair_claim[int(self.m_val[m])]]
+        return [F_NAMES[f], s, None if self.m_nil[m] else self.read_list(int(self.m_val[m]))]
+
+    def op(self, t: int) -> dict:
+        """The completion op of transaction ``t`` (its invocation's, if it never completed)."""
+        a, b = self.mop_range(t)
+        d = {"index": int(self.t_index[t]), "type": TYPE_NAMES[int(self.t_type[t])],
+             "process": self.processes[int(self.t_process[t])], "f": "txn",
+             "value": [self.mop(m) for m in range(a, b)]}
+        if self.t_time[t] is not None:
+            d["time"] = self.t_time[t]
+        return d
+
+
+# ---------------------------------------------------------------------------------- reading
+
+def load(path: str | Path, fmt: str | None = None) -> list:
+    """A memory history file (JSON lines, a JSON array, or EDN) as a list of op maps."""
+    p = Path(path)
+    return loads(read_bytes(p), fmt=fmt or ("edn" if p.suffix.lower() == ".edn" else None), name=str(p))
+
+
+def loads(text: bytes | str, *, fmt: str | None = None, name: str = "history") -> list:
+    if isinstance(text, str):
+        text = text.encode()
+    head = text[:1 << 16].lstrip()[:64]
+    if fmt == "edn" or (fmt is None and looks_edn(head)):
+        from toki.check.history import loads as loads_any
+
+        return loads_any(text, fmt="edn", name=name)
+    from toki.check.history import _json_loads
+
+    with no_gc():
+        if head[:1] == b"[":
+            try:
+                data = _json_loads(text)
+            except ValueError as e:
+                raise HistoryError(f"{name} is not valid JSON: {e}",
+                                   fix="give one JSON op per line, a JSON array of ops, or an .edn file") from None
+            if not isinstance(data, list):
+                raise HistoryError(f"{name}: a history must be a list of op maps", fix="wrap the ops in a JSON array")
+            return data
+        lines = text.splitlines()
+        try:
+            return [_json_loads(line) for line in lines]
+        except ValueError:
+            pass
+        out = []
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                out.append(_json_loads(line))
+            except ValueError as e:
+                raise HistoryError(f"{name}: line {i + 1} is not valid JSON ({e})",
+                                   fix="one JSON op per line, or a JSON array of ops") from None
+        return out
+
+
+def read(path: str | Path, *, fmt: str | None = None, multi_valued=()) -> MemoryHistory:
+    """Read and parse a memory history file (JSON lines, a JSON array, or EDN)."""
+    p = Path(path)
+    text = read_bytes(p)
+    fmt = fmt or ("edn" if p.suffix.lower() == ".edn" else None)
+    head = text[:1 << 16].lstrip()[:64]
+    if fmt == "edn" or (fmt is None and looks_edn(head)):
+        return parse(loads(text, fmt="edn", name=str(p)), multi_valued=multi_valued)
+    return parse_json(text, name=str(p), multi_valued=multi_valued)
+
+
+#: JSON from this size on is read by two processes at once (a forked child takes the second half)
+SPLIT_BYTES = 8 << 20
+
+
+def parse(ops: list, *, multi_valued=()) -> MemoryHistory:
+    """Columns from a list of op maps (a header op first, optionally); HistoryError names the
+    first bad op (its index, or its position counting from 0 with the header) and what is wrong."""
+    if not isinstance(ops, list):
+        raise HistoryError(f"a history must be a list of op maps, got {type(ops).__name__}",
+                           fix="one JSON op per line, or a JSON array of ops")
+    head = ops[0] if ops and isinstance(ops[0], dict) and ops[0].get("type") == HEADER else None
+    body = ops[1:] if head is not None else ops
+    patterns = list(_header_slots(head)) + list(multi_valued or ())
+    try:
+        with no_gc():
+            h = _assemble([_columns(body)], lambda pos: [body[i] for i in pos])
+    except HistoryError:
+        raise
+    except _BAD as e:
+        _validate_slow(body, 1 if head is not None else 0)
+        raise HistoryError(f"malformed memory history ({type(e).__name__}: {e})",
+                           fix="each op needs type, process and a value of micro-ops") from e
+    h.header = head
+    h.multi = _multi_valued(h.slots, patterns)
+    return h
+
+
+_BAD = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError)
+
+
+def parse_json(text: bytes, *, name: str = "history", multi_valued=(), split: bool | None = None,
+               compiled: bool | None = None) -> MemoryHistory:
+    """Columns from JSON text: one op per line, or an array of ops.
+
+    From :data:`JIT_BYTES` on (``compiled``), the compiled scanner reads it, and from
+    :data:`SPLIT_BYTES` on (``split``) in two halves at once, the second in a forked child that
+    sends back its columns and its tables of slots and claims. Anything the scanner does not read
+    goes to the Python builder (op maps a chunk at a time), which reads it or names the bad op."""
+    if isinstance(text, str):
+        text = text.encode()
+    if compiled is None:
+        compiled = len(text) >= JIT_BYTES
+    if compiled:
+        with no_gc():
+            got = _parse_compiled(text, len(text) >= SPLIT_BYTES if split is None else split)
+        if got is not None:
+            h, head = got
+            h.header = head
+            h.multi = _multi_valued(h.slots, list(_header_slots(head)) + list(multi_valued or ()))
+            return h
+    if text[:1 << 16].lstrip()[:1] == b"[":
+        return parse(loads(text, name=name), multi_valued=multi_valued)
+    return parse_jsonl(text, name=name, multi_valued=multi_valued, split=split)
+
+
+def parse_jsonl(text: bytes, *, name: str = "history", multi_valued=(), split: bool | None = None) -> MemoryHistory:
+    """Columns from JSON lines by the Python builder, a chunk of lines at a time (no list of
+    every op map is kept); from :data:`SPLIT_BYTES` on (or ``split=True``) a forked child reads
+    the second half of the lines while this process reads the first."""
+    from toki.check import forked
+    from toki.check.history import _json_loads
+
+    first_nl = text.find(b"\n")
+    first = text[:first_nl if first_nl >= 0 else len(text)].strip()
+    head = None
+    if first.startswith(b"{") and b'"header"' in first:
+        try:
+            op = _json_loads(first)
+        except ValueError:
+            op = None
+        if isinstance(op, dict) and op.get("type") == HEADER:
+            head = op
+    start = first_nl + 1 if head is not None and first_nl >= 0 else (len(text) if head is not None else 0)
+    patterns = list(_header_slots(head)) + list(multi_valued or ())
+    split = (len(text) >= SPLIT_BYTES if split is None else split) and forked.available()
+    try:
+        with no_gc():
+            mid = text.find(b"\n", start + (len(text) - start) // 2) + 1 if split else 0
+            if 0 < mid < len(text):
+                kid = forked.Forked(_columns_of_lines, text, mid, len(text))
+                try:
+                    a = _columns_of_lines(text, start, mid)
+                    try:
+                        b = kid.result()
+                    except forked.ChildLost:
+                        b = _columns_of_lines(text, mid, len(text))
+                finally:
+                    kid.abandon()
+                parts = [a, b]
+            else:
+                parts = [_columns_of_lines(text, start, len(text))]
+            h = _assemble(parts, lambda pos: _ops_at_lines(text, start, pos))
+    except HistoryError:
+        raise
+    except _BAD as e:
+        ops, lines = _ops_of_lines(text, start, name)
+        _validate_slow(ops, 1 if head is not None else 0, lines)
+        raise HistoryError(f"{name}: malformed memory history ({type(e).__name__}: {e})",
+                           fix="each op needs type, process and a value of micro-ops") from e
+    h.header = head
+    h.multi = _multi_valued(h.slots, patterns)
+    return h
+
+
+def _ops_at_lines(text: bytes, start: int, positions: list[int]) -> list:
+    """The op maps at some positions of JSON lines (blank lines do not count)."""
+    from toki.check.history import _json_loads
+
+    lines = [line for line in text[start:].splitlines() if line.strip()]
+    return [_json_loads(lines[i]) for i in positions]
+
+
+def _ops_of_lines(text: bytes, start: int, name: str) -> tuple[list, list]:
+    """Every op of JSON lines with its line number (for naming a bad op); a line that is not
+    JSON is an error naming it."""
+    from toki.check.history import _json_loads
+
+    skipped = text[:start].count(b"\n")
+    ops, lines = [], []
+    for i, line in enumerate(text[start:].splitlines()):
+        if not line.strip():
+            continue
+        try:
+            ops.append(_json_loads(line))
+        except ValueError as e:
+            raise HistoryError(f"{name}: line {skipped + i + 1} is not valid JSON ({e})",
+                               fix="one JSON op per line, or a JSON array of ops") from None
+        lines.append(skipped + i + 1)
+    return ops, lines
+
+
+def _header_slots(head: dict | None) -> list:
+    if head is None:
+        return []
+    mv = head.get("multi_valued", head.get("multi-valued", []))
+    if mv is None:
+        return []
+    if isinstance(mv, str):
+        mv = [mv]
+    if not isinstance(mv, list) or not all(type(s) in (str, int) for s in mv):
+        raise HistoryError(f"the header's multi_valued is {mv!r}, not a list of slots",
+                           fix='e.g. {"type": "header", "multi_valued": ["alice/hobbies", "*/tags"]}')
+    return mv
+
+
+def _multi_valued(slots: list, patterns: list) -> np.ndarray:
+    """Per slot: named exactly, or matched by a glob (``*``, ``?``, ``[...]``) of ``patterns``."""
+    out = np.zeros(len(slots), bool)
+    if not patterns:
+        return out
+    exact = set(patterns)
+    globs = [p for p in patterns if isinstance(p, str) and any(c in p for c in "*?[")]
+    for i, s in enumerate(slots):
+        if s in exact or (isinstance(s, str) and any(fnmatch.fnmatchcase(s, g) for g in globs)):
+            out[i] = True
+    return out
+
+
+class _Interner:
+    """Slots and (slot, claim) pairs as dense codes, in order of first appearance."""
+
+    def __init__(self):
+        self.slot_ix: dict = {}
+        self.slots: list = []
+        self.pair_ix: dict = {}
+        self.pair_slot: list = []
+        self.pair_claim: list = []
+
+    def slot_codes(self, ss: list) -> list:
+        ix = self.slot_ix
+        for s in dict.fromkeys(ss):
+            if s not in ix:
+                ix[s] = len(self.slots)
+                self.slots.append(s)
+        return list(map(ix.__getitem__, ss))
+
+    def pair_codes(self, keys: list) -> list:
+        ix = self.pair_ix
+        for k in dict.fromkeys(keys):
+            if k not in ix:
+                ix[k] = len(self.pair_slot)
+                self.pair_slot.append(k[0]), self.pair_claim.append(k[1])
+        return list(map(ix.__getitem__, keys))
+
+    def absorb(self, slots: list, pair_slot: list, pair_claim: list) -> tuple[np.ndarray, np.ndarray]:
+        """Another interner's tables taken in: (its slot codes, its pair codes) -> ours."""
+        smap = np.array(self.slot_codes(slots) or [0], np.int64)
+        keys = list(zip(smap[np.asarray(pair_slot, np.int64)].tolist() if len(pair_slot) else [], pair_claim))
+        return smap, np.array(self.pair_codes(keys) or [0], np.int64)
+
+
+#: ops per chunk of the column builder (bounded temporaries: no list of every op map is kept)
+_CHUNK = 1 << 16
+_IDS = {str, int}
+
+
+class _Columns:
+    """Columns of consecutive ops, built a chunk of op maps at a time with C-level passes (map,
+    zip, chain, dicts over the distinct keys only), never a Python loop per micro-op. Invocations'
+    micro-ops are skipped (only an invocation that never completes needs them: :meth:`values_of`).
+    Anything unexpected raises one of ``_BAD``; the caller then names the bad op."""
+
+    def __init__(self, interner: _Interner | None = None):
+        self.it = interner or _Interner()
+        self.n = 0
+        self.type: list = []
+        self.process: list = []
+        self.index: list = []
+        self.time: list = []
+        self.nm: list = []
+        self.mstart: list = []
+        self.nonclient: list = []
+        self.nonevalue: list = []
+        self.m: dict[str, list] = {"f": [], "slot": [], "val": [], "nil": [], "elem": [], "rlen": []}
+        self.n_mops = 0
+        self.n_rows = 0
+        self.decisions: list = []
+
+    def feed(self, ops: list) -> None:
+        n = len(ops)
+        tcode = np.array(list(map(TYPE_CODES.__getitem__, map(itemgetter("type"), ops))), np.int8)
+        procs = list(map(itemgetter("process"), ops))
+        idx = [o.get("index") for o in ops]
+        self.time += [o.get("time") for o in ops]
+        ptypes = set(map(type, procs))
+        if ptypes == {int}:
+            client = np.ones(n, bool)
+            pa = np.array(procs, np.int64)
+        else:
+            client = np.fromiter((type(p) is int for p in procs), bool, count=n)
+            pa = np.zeros(n, np.int64)
+            pa[client] = np.array([p for p, c in zip(procs, client.tolist()) if c], np.int64)
+            self.nonclient.append(np.flatnonzero(~client) + self.n)
+        self.type.append(tcode)
+        self.process.append(pa)
+        self.index += idx
+        want = np.flatnonzero(client & (tcode != INVOKE))
+        nm, start = self._values([ops[i] for i in want.tolist()], tcode[want], want)
+        nmo = np.zeros(n, np.int64)
+        nmo[want] = nm
+        st = np.zeros(n, np.int64)
+        st[want] = start
+        self.nm.append(nmo)
+        self.mstart.append(st)
+        self.n += n
+
+    def values_of(self, ops: list, types: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The micro-ops of some more ops (invocations that never completed), appended to the
+        arena: (count, start) per op."""
+        return self._values(ops, types, None)
+
+    def _values(self, tops: list, ttypes: np.ndarray, pos) -> tuple[np.ndarray, np.ndarray]:
+        it, m = self.it, self.m
+        if {o.get("f", "txn") for o in tops} - {"txn", None}:
+            raise ValueError("f")
+        values = list(map(itemgetter("value"), tops))
+        vt = set(map(type, values))
+        if not vt <= {list}:
+            if not vt <= {list, type(None)}:
+                raise TypeError("value")
+            nonev = [i for i, v in enumerate(values) if v is None]
+            if pos is not None:
+                self.nonevalue.append(pos[nonev] + self.n)
+            values = [() if v is None else v for v in values]
+        lens = np.array(list(map(len, values)), np.int64)
+        start = self.n_mops + np.cumsum(lens) - lens
+        flat = list(chain.from_iterable(values))
+        M = len(flat)
+        self.n_mops += M
+        if not M:
+            return lens, start
+        if set(map(type, flat)) != {list}:
+            raise TypeError("micro-op")
+        f = np.array(list(map(F_CODES.__getitem__, map(itemgetter(0), flat))), np.int8)
+        if (np.array(list(map(len, flat)), np.int64) != np.where(f == DECIDE, 4, 3)).any():
+            raise ValueError("micro-op length")
+        mtype = np.repeat(ttypes, lens)
+        dec = f == DECIDE
+        val = np.zeros(M, np.int64)
+        slot = np.full(M, -1, np.int64)
+        nil = np.zeros(M, bool)
+        if dec.any():
+            di = np.flatnonzero(dec)
+            ds = [flat[i] for i in di.tolist()]
+            for _, q, considered, chosen in ds:
+                if type(q) not in _IDS or type(considered) is not list or not set(map(type, considered)) <= _IDS \
+                        or type(chosen) not in (str, int, type(None)):
+                    raise TypeError("decision")
+            val[di] = len(self.decisions) + np.arange(len(di))
+            self.decisions += [(d[1], d[2], d[3]) for d in ds]
+            sl = np.flatnonzero(~dec).tolist()
+            flat = [flat[i] for i in sl]
+        else:
+            sl = None
+        if flat:
+            ss = list(map(itemgetter(1), flat))
+            xs = list(map(itemgetter(2), flat))
+            sc = np.array(it.slot_codes(ss), np.int64)
+            fs = f if sl is None else f[sl]
+            wr = fs <= RETRACT
+            wi = np.flatnonzero(wr)
+            xw = [xs[i] for i in wi.tolist()]
+            nilw = np.fromiter((x is None for x in xw), bool, count=len(xw))
+            if nilw.any():  # a supersede's retraction, not known when invoked: only outside ok ops
+                ms = mtype if sl is None else mtype[sl]
+                if ((fs[wi] != RETRACT) | (ms[wi] == OK))[nilw].any():
+                    raise ValueError("null claim")
+                xw = [x for x, z in zip(xw, nilw.tolist()) if not z]
+            if not set(map(type, xw)) <= _IDS:
+                raise TypeError("claim")
+            wcodes = np.full(len(wi), -1, np.int64)
+            wcodes[~nilw] = it.pair_codes(list(zip(sc[wi][~nilw].tolist(), xw)))
+            ri = np.flatnonzero(~wr)
+            xr = [xs[i] for i in ri.tolist()]
+            rt = set(map(type, xr))
+            if not rt <= {list, type(None)}:
+                raise TypeError("read")
+            niln = np.zeros(len(ri), bool)
+            if type(None) in rt:
+                niln = np.fromiter((x is None for x in xr), bool, count=len(xr))
+                xr = [() if x is None else x for x in xr]
+            rl = np.array(list(map(len, xr)), np.int64)
+            el = list(chain.from_iterable(xr))
+            if not set(map(type, el)) <= _IDS:
+                raise TypeError("claim read")
+            ec = it.pair_codes(list(zip(np.repeat(sc[ri], rl).tolist(), el)))
+            full = np.arange(M) if sl is None else np.asarray(sl, np.int64)
+            slot[full] = sc
+            val[full[wi]] = wcodes
+            nil[full[wi]] = nilw
+            val[full[ri]] = self.n_rows + np.arange(len(ri))
+            nil[full[ri]] = niln
+            m["elem"].append(np.array(ec, np.int64))
+            m["rlen"].append(rl)
+            self.n_rows += len(ri)
+        m["f"].append(f), m["slot"].append(slot), m["val"].append(val), m["nil"].append(nil)
+        return lens, start
+
+    def finish(self) -> dict:
+        """The columns as arrays (each list of chunks concatenated)."""
+        def cat(xs, dtype):
+            return np.concatenate(xs) if xs else np.zeros(0, dtype)
+
+        n = self.n
+        idx = self.index
+        with_index = n - idx.count(None)
+        if with_index and (with_index != n or set(map(type, idx)) != {int}):
+            raise ValueError("index")
+        rlen = cat(self.m["rlen"], np.int64)
+        r_off = np.zeros(len(rlen) + 1, np.int64)
+        np.cumsum(rlen, out=r_off[1:])
+        return {"n": n, "type": cat(self.type, np.int8), "process": cat(self.process, np.int64),
+                "index": np.array(idx, np.int64) if with_index else None, "time": self.time,
+                "nm": cat(self.nm, np.int64), "mstart": cat(self.mstart, np.int64),
+                "nonclient": cat(self.nonclient, np.int64), "nonevalue": cat(self.nonevalue, np.int64),
+                "m_f": cat(self.m["f"], np.int8), "m_slot": cat(self.m["slot"], np.int64),
+                "m_val": cat(self.m["val"], np.int64), "m_nil": cat(self.m["nil"], bool), "r_off": r_off,
+                "r_elem": cat(self.m["elem"], np.int64), "decisions": self.decisions,
+                "slots": self.it.slots, "pair_slot": self.it.pair_slot, "pair_claim": self.it.pair_claim}
+
+
+def _columns(ops: list) -> dict:
+    c = _Columns()
+    for a in range(0, len(ops), _CHUNK):
+        c.feed(ops[a:a + _CHUNK])
+    return c.finish()
+
+
+def _columns_of_lines(text: bytes, a: int, b: int) -> dict:
+    from toki.check.history import _json_loads
+
+    lines = text[a:b].splitlines()
+    c = _Columns()
+    for i in range(0, len(lines), _CHUNK):
+        chunk = lines[i:i + _CHUNK]
+        try:
+            ops = list(map(_json_loads, chunk))
+        except ValueError:
+            ops = list(map(_json_loads, (line for line in chunk if line.strip())))
+        c.feed(ops)
+    return c.finish()
+
+
+#: JSON from this size on is read by the compiled scanner (:mod:`toki.check._jitmemory`), when
+#: numba is here: below it, importing numba costs more than the scanner saves
+JIT_BYTES = 4 << 20
+
+
+def _scan_compiled(text: bytes, a: int, e: int, buf: np.ndarray, keep_invokes: bool = False) -> dict | None:
+    """The compiled scanner's columns for bytes [a, e) of JSON text (lines or an array), still in
+    its own tokens (each distinct raw string or integer once, decoded here), or None where the
+    scanner stops (anything outside what it reads)."""
+    from toki.check import jit
+
+    k = jit.kernels("_jitmemory")
+    if k is None:
+        return None
+    status, _at, c = k.run(buf, a, e, keep_invokes)
+    if status != k.OK_:
+        return None
+    mv = memoryview(text)
+    vals: list = []
+    try:
+        for s, ln, kd in zip(c["tok_start"].tolist(), c["tok_len"].tolist(), c["tok_kind"].tolist()):
+            raw = bytes(mv[s:s + ln])
+            vals.append(raw.decode() if kd == 0 else int(raw) if kd == 1 else _json_string(raw))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    c["vals"] = vals
+    return c
+
+
+def _json_string(raw: bytes) -> str:
+    import json
+
+    return json.loads(b'"' + raw + b'"')
+
+
+def _parse_compiled(text: bytes, split: bool) -> tuple[MemoryHistory, dict | None] | None:
+    """A MemoryHistory read by the compiled scanner (in two halves at once when ``split``), or
+    None where it stops: the caller then reads the text in Python."""
+    from toki.check import forked, jit
+    from toki.check.history import Times, _json_loads
+
+    if jit.kernels("_jitmemory") is None:
+        return None
+    buf = np.frombuffer(text + bytes(16), np.uint8)
+    mid = text.find(b"\n", len(text) // 2) + 1 if split and forked.available() else 0
+    if mid <= 0 or mid >= len(text):
+        parts = [_scan_compiled(text, 0, len(text), buf)]
+    else:
+        kid = forked.Forked(_scan_compiled, text, mid, len(text), buf)
+        try:
+            a = _scan_compiled(text, 0, mid, buf)
+            try:
+                b = kid.result()
+            except forked.ChildLost:
+                b = _scan_compiled(text, mid, len(text), buf)
+        finally:
+            kid.abandon()
+        parts = [a, b]
+    if any(p is None for p in parts):
+        return None
+    # ops of all parts; a header is the very first op only
+    typ = np.concatenate([p["typ"] for p in parts])
+    span = np.concatenate([np.stack([p["op_start"], p["op_end"]]) for p in parts], axis=1)
+    head = None
+    if len(typ) and typ[0] == 9:
+        if text[:span[0, 0]].strip(b" \t\r\n[") != b"":
+            return None
+        head = _json_loads(text[span[0, 0]:span[1, 0]])
+    body = slice(1, None) if head is not None else slice(None)
+    if (typ[body] == 9).any():
+        return None
+    typ, span = typ[body], span[:, body]
+    n = len(typ)
+    cols = {x: np.concatenate([p[x] for p in parts])[body]
+            for x in ("process", "client", "index", "has_index", "time", "has_time", "nm", "mstart")}
+    hi = cols["has_index"]
+    if hi.any() and not hi.all():
+        return None
+    index = cols["index"] if n and hi.all() else np.arange(n, dtype=np.int64)
+    cpos = np.flatnonzero(cols["client"])
+    procs = cols["process"]
+    tx = _transactions(index, typ, cpos, procs[cpos], lambda i: int(procs[i]))
+    tpos, ttype = tx["tpos"], tx["ttype"]
+    # the micro-op arena: each part's, in order, then those of invocations that never completed
+    mstart, nm = cols["mstart"].copy(), cols["nm"].copy()
+    off = np.cumsum([0] + [len(p["m_f"]) for p in parts])
+    bounds = np.cumsum([0] + [len(p["typ"]) for p in parts])[1:] - (1 if head is not None else 0)
+    part_of = np.searchsorted(bounds, np.arange(n), "right")
+    mstart += off[part_of]
+    dangling = tpos[typ[tpos] == 3]
+    if len(dangling):
+        extra_text = b"\n".join(text[s:e] for s, e in span[:, dangling].T.tolist())
+        extra = _scan_compiled(extra_text, 0, len(extra_text), np.frombuffer(extra_text + bytes(16), np.uint8),
+                               keep_invokes=True)
+        if extra is None or len(extra["typ"]) != len(dangling):
+            return None
+        parts.append(extra)
+        nm[dangling] = extra["nm"]
+        mstart[dangling] = off[-1] + extra["mstart"]
+    c = _merge_tokens(parts)
+    if c is None:
+        return None
+    lens = nm[tpos]
+    msel = ranges(mstart[tpos], lens)
+    h = MemoryHistory(
+        n_ops=n, t_index=tx["t_index"], t_invoke=tx["t_invoke"], t_process=tx["pcodes"], t_type=ttype,
+        t_time=Times(cols["time"][tpos], cols["has_time"][tpos]), processes=tx["processes"],
+        m_txn=np.repeat(np.arange(len(tpos), dtype=np.int64), lens), m_f=c["m_f"][msel], m_slot=c["m_slot"][msel],
+        m_val=c["m_val"][msel], m_nil=c["m_nil"][msel], r_off=c["r_off"], r_elem=c["r_elem"], slots=c["slots"],
+        pair_slot=c["pair_slot"], pair_claim=c["pair_claim"], decisions=c["decisions"], t_pgroup=tx["pgroup"])
+    return h, head
+
+
+def _merge_tokens(parts: list[dict]) -> dict | None:
+    """The micro-op columns of the scanner's parts in one code space: tokens by their decoded
+    values, (slot, claim) pairs and slots numbered by first appearance, read rows and decisions
+    renumbered past the earlier parts'."""
+    ids: dict = {}
+    tmaps = []
+    for p in parts:  # a value is the same token in every part (and 1 is not "1": types differ)
+        tmaps.append(np.array([ids.setdefault(v, len(ids)) for v in p["vals"]] or [0], np.int64))
+    vals = list(ids)
+    G_ = max(len(vals), 1)
+    keys = np.concatenate([tm[p["pslot"]] * G_ + tm[p["pclaim"]] for p, tm in zip(parts, tmaps)]) \
+        if any(len(p["pslot"]) for p in parts) else np.zeros(0, np.int64)
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(len(uniq), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
+    pair_of = rank[inv]                       # each part's pairs, concatenated -> global pair
+    gpairs = uniq[np.argsort(first, kind="stable")]
+    gslot_tok, gclaim_tok = gpairs // G_, gpairs % G_
+    slot_toks = np.concatenate([gslot_tok] + [tm[p["m_slot"][p["m_slot"] >= 0]] for p, tm in zip(parts, tmaps)])
+    used, sfirst = np.unique(slot_toks, return_index=True)
+    order = np.argsort(sfirst, kind="stable")
+    used = used[order]
+    slot_of = np.full(G_, -1, np.int64)
+    slot_of[used] = np.arange(len(used))
+    slots = [vals[t] for t in used.tolist()]
+    if not set(map(type, slots)) <= _IDS:
+        return None
+    m_f, m_slot, m_val, m_nil, rlen, elem, decisions = [], [], [], [], [], [], []
+    poff = rows = 0
+    for p, tm in zip(parts, tmaps):
+        pm = pair_of[poff:poff + len(p["pslot"])]
+        poff += len(p["pslot"])
+        f, v = p["m_f"], p["m_val"].copy()
+        w = (f <= RETRACT) & (v >= 0)
+        v[w] = pm[v[w]] if len(pm) else v[w]
+        v[(f == CURRENT) | (f == HISTORY)] += rows
+        v[f == DECIDE] += len(decisions)
+        rows += len(p["rlen"])
+        ms = p["m_slot"]
+        m_f.append(f), m_val.append(v), m_nil.append(p["m_nil"])
+        m_slot.append(np.where(ms >= 0, slot_of[tm[np.maximum(ms, 0)]], -1))
+        rlen.append(p["rlen"]), elem.append(pm[p["elem"]] if len(pm) else p["elem"])
+        if len(p["d_q"]):
+            de = tm[p["d_elem"]].tolist()
+            q, ch = tm[p["d_q"]].tolist(), p["d_chosen"].tolist()
+            decisions += [(vals[qq], [vals[t] for t in de[s:s + ln]], None if c_ < 0 else vals[tm[c_]])
+                          for qq, s, ln, c_ in zip(q, p["d_start"].tolist(), p["d_len"].tolist(), ch)]
+    rl = np.concatenate(rlen)
+    r_off = np.zeros(len(rl) + 1, np.int64)
+    np.cumsum(rl, out=r_off[1:])
+    return {"m_f": np.concatenate(m_f), "m_slot": np.concatenate(m_slot), "m_val": np.concatenate(m_val),
+            "m_nil": np.concatenate(m_nil), "r_off": r_off, "r_elem": np.concatenate(elem), "decisions": decisions,
+            "slots": slots, "pair_slot": slot_of[gslot_tok], "pair_claim": [vals[t] for t in gclaim_tok.tolist()]}
+
+
+def _merge(parts: list[dict]) -> tuple[dict, _Interner]:
+    """The columns of consecutive pieces of one history as one: the later pieces' slot, claim,
+    read-row, decision and micro-op positions renumbered into the first's; and the interner of
+    the whole (for the micro-ops of invocations that never completed)."""
+    a = parts[0]
+    it = _Interner()
+    it.slot_codes(a["slots"])
+    it.pair_codes(list(zip(a["pair_slot"], a["pair_claim"])))
+    if len(parts) == 1:
+        return a, it
+    cols = {k: [a[k]] for k in ("type", "process", "nm", "m_f", "m_slot", "m_nil", "r_elem", "mstart", "m_val")}
+    times = list(a["time"])
+    r_off, index = [a["r_off"]], [a["index"]]
+    nonclient, nonevalue, decisions = [a["nonclient"]], [a["nonevalue"]], list(a["decisions"])
+    n_ops, n_rows, n_elem, n_mops = a["n"], len(a["r_off"]) - 1, int(a["r_off"][-1]), len(a["m_f"])
+    for b in parts[1:]:
+        smap, pmap = it.absorb(b["slots"], b["pair_slot"], b["pair_claim"])
+        for k in ("type", "process", "nm", "m_f", "m_nil"):
+            cols[k].append(b[k])
+        times += b["time"]
+        cols["mstart"].append(b["mstart"] + n_mops)
+        cols["m_slot"].append(np.where(b["m_slot"] >= 0, smap[np.maximum(b["m_slot"], 0)], -1))
+        cols["r_elem"].append(pmap[b["r_elem"]])
+        f, v = b["m_f"], b["m_val"].copy()
+        pair_mop = (f <= RETRACT) & (v >= 0)
+        v[pair_mop] = pmap[v[pair_mop]]
+        v[f == DECIDE] += len(decisions)
+        v[(f == CURRENT) | (f == HISTORY)] += n_rows
+        cols["m_val"].append(v)
+        r_off.append(b["r_off"][1:] + n_elem)
+        index.append(b["index"])
+        nonclient.append(b["nonclient"] + n_ops)
+        nonevalue.append(b["nonevalue"] + n_ops)
+        decisions += b["decisions"]
+        n_ops += b["n"]
+        n_rows += len(b["r_off"]) - 1
+        n_elem += int(b["r_off"][-1])
+        n_mops += len(b["m_f"])
+    if any((x is None) != (index[0] is None) for x in index):
+        raise ValueError("index")
+    out = {k: np.concatenate(v) for k, v in cols.items()}
+    out.update(n=n_ops, time=times, r_off=np.concatenate(r_off),
+               index=None if index[0] is None else np.concatenate(index), nonclient=np.concatenate(nonclient),
+               nonevalue=np.concatenate(nonevalue), decisions=decisions)
+    return out, it
+
+
+def _assemble(parts: list[dict], ops_at) -> MemoryHistory:
+    """Transactions from the ops' columns: completions paired with invocations (Elle's way,
+    :func:`toki.check.history._transactions`), and each transaction's micro-ops. ``ops_at(positions)``
+    gives the op maps at some positions (the invocations that never completed)."""
+    c, it = _merge(parts)
+    n = c["n"]
+    index = c["index"] if c["index"] is not None else np.arange(n, dtype=np.int64)
+    client = np.ones(n, bool)
+    client[c["nonclient"]] = False
+    cpos = np.flatnonzero(client)
+    procs = c["process"]
+    tx = _transactions(index, c["type"], cpos, procs[cpos], lambda i: int(procs[i]))
+    tpos, ttype = tx["tpos"], tx["ttype"]
+    if len(c["nonevalue"]) and np.isin(c["nonevalue"], tpos[ttype == OK]).any():
+        raise ValueError("an ok op without a value")
+    nm, mstart = c["nm"], c["mstart"]
+    more = None
+    dangling = tpos[c["type"][tpos] == INVOKE]
+    if len(dangling):  # invocations that never completed: their micro-ops are read now
+        more = _Columns(it)
+        more.n_rows = len(c["r_off"]) - 1
+        more.n_mops = len(c["m_f"])
+        more.decisions = c["decisions"]
+        k, s = more.values_of(ops_at(dangling.tolist()), np.full(len(dangling), INFO, np.int8))
+        nm, mstart = nm.copy(), mstart.copy()
+        nm[dangling], mstart[dangling] = k, s
+    lens = nm[tpos]
+    msel = ranges(mstart[tpos], lens)
+    m_f, m_slot, m_val, m_nil, r_off, r_elem = c["m_f"], c["m_slot"], c["m_val"], c["m_nil"], c["r_off"], c["r_elem"]
+    if more is not None and more.m["f"]:
+        m_f = np.concatenate([m_f, *more.m["f"]])
+        m_slot = np.concatenate([m_slot, *more.m["slot"]])
+        m_val = np.concatenate([m_val, *more.m["val"]])
+        m_nil = np.concatenate([m_nil, *more.m["nil"]])
+        if more.m["rlen"]:
+            rl = np.concatenate(more.m["rlen"])
+            r_off = np.concatenate([r_off, r_off[-1] + np.cumsum(rl)])
+            r_elem = np.concatenate([r_elem, *more.m["elem"]])
+    times = c["time"]
+    return MemoryHistory(
+        n_ops=n, t_index=tx["t_index"], t_invoke=tx["t_invoke"], t_process=tx["pcodes"], t_type=ttype,
+        t_time=[times[i] for i in tpos.tolist()], processes=tx["processes"],
+        m_txn=np.repeat(np.arange(len(tpos), dtype=np.int64), lens), m_f=m_f[msel], m_slot=m_slot[msel],
+        m_val=m_val[msel], m_nil=m_nil[msel], r_off=r_off, r_elem=r_elem, slots=it.slots,
+        pair_slot=np.array(it.pair_slot, np.int64), pair_claim=it.pair_claim, decisions=c["decisions"],
+        t_pgroup=tx["pgroup"])
+
+
+def _fail_at(ops, i, shift, what, fix, lines=None):
+    op = ops[i]
+    at = f"line {lines[i]}" if lines is not None else f"position {i + shift}"
+    where = f"op {op['index']} ({at})" if isinstance(op, dict) and "index" in op else f"op at {at}"
+    raise HistoryError(f"{where}: {what}", fix=fix)
+
+
+def _is_id(x) -> bool:
+    return type(x) in (str, int)
+
+
+def _validate_slow(ops: list, shift: int, lines: list | None = None) -> None:
+    """Walk the ops one by one and raise for the first bad one (the fast path tripped); ``lines``:
+    each op's line number, for JSON lines."""
+
+    def _fail(ops, i, shift, what, fix):
+        _fail_at(ops, i, shift, what, fix, lines)
+
+    has_index = None
+    ids = "slots and claims are strings or integers"
+    for i, op in enumerate(ops):
+        if not isinstance(op, dict):
+            _fail(ops, i, shift, f"is a {type(op).__name__}, not an op map", "every op is a map with type, process, value")
+        if op.get("type") == HEADER:
+            _fail(ops, i, shift, "is a header, which may only be the first op", "move the header to the first line")
+        for k in ("type", "process"):
+            if k not in op:
+                _fail(ops, i, shift, f"has no {k!r}", "every op needs type, process and value")
+        if op["type"] not in TYPE_CODES:
+            _fail(ops, i, shift, f"has type {op['type']!r}", "type is one of invoke, ok, fail, info")
+        hi = "index" in op
+        if has_index is None:
+            has_index = hi
+        elif hi != has_index:
+            _fail(ops, i, shift, "has an index while other ops do not (or the reverse)", "give every op an index, or none")
+        if hi and type(op["index"]) is not int:
+            _fail(ops, i, shift, f"has a non-integer index {op['index']!r}", "indices are integers")
+        if type(op["process"]) is not int:
+            continue  # a nemesis or other non-client op: ignored, as Elle does
+        if op.get("f", "txn") not in ("txn", None):
+            _fail(ops, i, shift, f"has f {op['f']!r}", "memory ops have f = txn")
+        if "value" not in op:
+            _fail(ops, i, shift, "has no 'value'", "value is a list of micro-ops")
+        v = op["value"]
+        if v is None and op["type"] != "ok":
+            continue
+        if not isinstance(v, list):
+            _fail(ops, i, shift, f"value is {v!r}, not a list of micro-ops", "value is a list of micro-ops")
+        for j, mop in enumerate(v):
+            if not isinstance(mop, list) or not mop:
+                _fail(ops, i, shift, f"micro-op {j} is {mop!r}, not a list", "micro-ops are lists, e.g. " + SHAPES["add"])
+            f = mop[0]
+            if f not in F_CODES:
+                _fail(ops, i, shift, f"micro-op {j} has f {f!r}",
+                      "memory micro-ops are add, retract, current, history, decide (is --workload right?)")
+            want = 4 if f == "decide" else 3
+            if len(mop) != want:
+                _fail(ops, i, shift, f"micro-op {j} ({f}) has {len(mop)} elements", f"write it as {SHAPES[f]}")
+            if f == "decide":
+                _, q, considered, chosen = mop
+                if not _is_id(q):
+                    _fail(ops, i, shift, f"micro-op {j} decides the question {q!r}", "a question is a string or integer")
+                if not isinstance(considered, list) or not all(_is_id(c) for c in considered):
+                    _fail(ops, i, shift, f"micro-op {j} considered {considered!r}, not a list of claims",
+                          f"write it as {SHAPES['decide']}; {ids}")
+                if chosen is not None and not _is_id(chosen):
+                    _fail(ops, i, shift, f"micro-op {j} chose {chosen!r}", "the chosen claim is a claim or null")
+                continue
+            _, s, x = mop
+            if not _is_id(s):
+                _fail(ops, i, shift, f"micro-op {j} ({f}) has the slot {s!r}", ids)
+            if f in ("add", "retract"):
+                if f == "retract" and x is None:
+                    if op["type"] == "ok":
+                        _fail(ops, i, shift, f"micro-op {j} retracts null in an ok op",
+                              "an ok op names the claim it retracted (null is for invocations: claims not yet known)")
+                    continue
+                if not _is_id(x):
+                    _fail(ops, i, shift, f"micro-op {j} ({f}) has the claim {x!r}", ids)
+            elif x is not None:
+                if not isinstance(x, list):
+                    _fail(ops, i, shift, f"micro-op {j} ({f}) read {x!r}, not a list of claims",
+                          f"write it as {SHAPES[f]} (null when not known)")
+                bad = [c for c in x if not _is_id(c)]
+                if bad:
+                    _fail(ops, i, shift, f"micro-op {j} ({f}) read the claim {bad[0]!r}", ids)
+
+
+# ---------------------------------------------------------------------------------- inference
+
+def _csr_by(keys: np.ndarray, n: int, *cols: np.ndarray) -> tuple:
+    """Rows grouped by ``keys`` (0..n-1), stably: (offsets, each column reordered)."""
+    o = np.argsort(keys, kind="stable")
+    off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=off[1:])
+    return (off, *(c[o] for c in cols))
+
+
+def _member(sorted_codes: np.ndarray, q: np.ndarray) -> np.ndarray:
+    if len(sorted_codes) == 0:
+        return np.zeros(len(q), bool)
+    p = np.minimum(np.searchsorted(sorted_codes, q), len(sorted_codes) - 1)
+    return sorted_codes[p] == q
+
+
+#: above this many bits (reads times their slots' claims), held claims are sorted codes, not a bitmap
+_BITS_MAX = 1 << 27
+
+
+class _Held:
+    """The claims each current read holds, for membership tests of (read, pair): one bit per
+    claim of the read's slot (at the claim's place among its slot's), or sorted codes read *
+    pairs + pair where the bits would be too many."""
+
+    def __init__(self, h: MemoryHistory, cur: np.ndarray, rows: np.ndarray, pairs: np.ndarray):
+        P, S = h.n_pairs, len(h.slots)
+        self.P = max(P, 1)
+        self.pair_slot = h.pair_slot
+        cnt = np.bincount(h.pair_slot, minlength=S)
+        self.by_slot = np.argsort(h.pair_slot, kind="stable")
+        self.slot_start = np.cumsum(cnt) - cnt
+        self.local = np.empty(P, np.int64)
+        self.local[self.by_slot] = np.arange(P) - np.repeat(self.slot_start, cnt)
+        self.rslot = h.m_slot[cur]
+        self.width = cnt[self.rslot]
+        total = int(self.width.sum())
+        self.n = len(cur)
+        if total <= _BITS_MAX:
+            self.base = np.cumsum(self.width) - self.width
+            self.bits = np.zeros(total + 1, bool)  # the last bit stays False: where a query is off its slot
+            self.bits[self.base[rows] + self.local[pairs]] = True
+            self.codes = None
+        else:
+            self.bits = None
+            self.codes = np.unique(rows * self.P + pairs)
+
+    def member(self, rows: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+        if self.bits is None:
+            return _member(self.codes, rows * self.P + pairs)
+        same = self.pair_slot[pairs] == self.rslot[rows]
+        return self.bits[np.where(same, self.base[rows] + self.local[pairs], len(self.bits) - 1)]
+
+    def held(self) -> tuple[np.ndarray, np.ndarray]:
+        """(read, pair) for every distinct claim held, by read."""
+        if self.bits is None:
+            return self.codes // self.P, self.codes % self.P
+        nz = np.flatnonzero(self.bits[:-1])
+        rows = np.searchsorted(self.base, nz, "right") - 1
+        return rows, self.by_slot[self.slot_start[self.rslot[rows]] + nz - self.base[rows]]
+
+    def distinct(self) -> np.ndarray:
+        """Distinct claims held, per read."""
+        rows, _ = self.held()
+        return np.bincount(rows, minlength=self.n)
+
+
+def _edges(rel: int, kind: str, src, dst, key, v1, v2, at=None) -> G.EdgeSet:
+    es = G.EdgeSet(rel, np.asarray(src, np.int64), np.asarray(dst, np.int64), np.asarray(key, np.int64),
+                   np.asarray(v1, np.int64), np.asarray(v2, np.int64), None if at is None else np.asarray(at, np.int64))
+    es.kind = kind
+    return es
+
+
+class Inference:
+    """Everything read off a memory history: edge sets (``edges``) and anomaly cases (``found``,
+    rendered), plus what the N2 and ``unknown`` decisions need."""
+
+    def __init__(self, h: MemoryHistory):
+        self.h = h
+        self.found: dict[str, list] = {}
+        self.edges: list[G.EdgeSet] = []
+        self.decisions_compared = 0
+        T, P = h.n_txns, h.n_pairs
+        tt = h.t_type
+        self.ok_txn = tt == OK
+        m_f, m_txn = h.m_f, h.m_txn
+        mok = self.ok_txn[m_txn]
+        mposs = tt[m_txn] != FAIL
+        # --- adds: one representative per (slot, claim): its first ok add, else info, else failed
+        ai = np.flatnonzero(m_f == ADD)
+        ap, aty = h.m_val[ai], tt[m_txn[ai]]
+        o = np.lexsort((ai, aty, ap))
+        aps = ap[o]
+        first = np.r_[True, aps[1:] != aps[:-1]] if len(aps) else np.zeros(0, bool)
+        self.rep_mop = np.full(P, -1, np.int64)
+        self.rep_mop[aps[first]] = ai[o][first]
+        has = self.rep_mop >= 0
+        self.rep_txn = np.where(has, m_txn[np.maximum(self.rep_mop, 0)], -1)
+        self.rep_type = np.where(has, tt[np.maximum(self.rep_txn, 0)], -1)
+        self.ok_adds = np.bincount(ap[aty == OK], minlength=P) if P else np.zeros(0, np.int64)
+        self.ai = ai
+        # --- retracts that may have happened, grouped by pair
+        ri = np.flatnonzero((m_f == RETRACT) & mposs & ~h.m_nil)
+        rp = h.m_val[ri]
+        # a slot some info op may have retracted unknown claims from: none of its claims is
+        # "certainly never retracted", and no retraction of it is "the only one"
+        self.wild = np.zeros(len(h.slots), bool)
+        self.wild[h.m_slot[(m_f == RETRACT) & mposs & h.m_nil]] = True
+        self.ret_off, self.ret_txn, self.ret_mop = _csr_by(rp, P, m_txn[ri], ri)
+        self.n_ret = np.diff(self.ret_off)
+        self.ri, self.rp = ri, rp
+        # --- reads of ok transactions (a read in an info op is unknown: it may have seen anything)
+        self.cur = np.flatnonzero((m_f == CURRENT) & mok)
+        self.hist = np.flatnonzero((m_f == HISTORY) & mok)
+        self.cur_len, self.cur_elem, self.cur_read = self._elements(self.cur)
+        self.cur_start = np.cumsum(self.cur_len) - self.cur_len
+        self.held: _Held | None = None  # what each current read holds
+        self.hist_len, self.hist_elem, self.hist_read = self._elements(self.hist)
+        observed = np.zeros(P, bool)
+        observed[self.cur_elem] = True
+        observed[self.hist_elem] = True
+        self.certain = (self.rep_type == OK) | ((self.rep_type == INFO) & observed)
+        self._version_order()
+
+    def _elements(self, mops: np.ndarray):
+        h = self.h
+        rows = h.m_val[mops]
+        lens = h.r_off[rows + 1] - h.r_off[rows]
+        return lens, gather(h.r_elem, h.r_off[rows], lens), np.repeat(np.arange(len(mops)), lens)
+
+    def _version_order(self) -> None:
+        """Per slot, the audit order Elle's list-append infers: the longest ok history read (the
+        last of equals), duplicates kept at their first place; a slot added to once and never read
+        non-empty has that one claim. ``pos[pair]``: its place, -1 if unknown."""
+        h = self.h
+        S, P = len(h.slots), h.n_pairs
+        self.pos = np.full(P, -1, np.int64)
+        self.L_start = np.zeros(S, np.int64)
+        self.L_len = np.zeros(S, np.int64)
+        hs = h.m_slot[self.hist]
+        hstart = np.cumsum(self.hist_len) - self.hist_len
+        ne = np.flatnonzero(self.hist_len > 0)
+        if len(ne):
+            o = ne[np.lexsort((ne, self.hist_len[ne], hs[ne]))]
+            last = np.r_[hs[o][1:] != hs[o][:-1], True]
+            longest = o[last]
+            ls = hs[longest]
+            self.L_start[ls] = hstart[longest]
+            self.L_len[ls] = self.hist_len[longest]
+            el = gather(self.hist_elem, hstart[longest], self.hist_len[longest])
+            at = ranges(np.zeros(len(longest), np.int64), self.hist_len[longest])
+            big = np.iinfo(np.int64).max
+            pos = np.full(P, big, np.int64)
+            np.minimum.at(pos, el, at)
+            self.pos = np.where(pos == big, -1, pos)
+        # slots added to exactly once (possibly), never read non-empty
+        poss = self.rep_type >= 0
+        poss &= self.rep_type != FAIL
+        ps = h.pair_slot[poss]
+        cnt = np.bincount(ps, minlength=S)
+        single = (cnt == 1) & (self.L_len == 0)
+        p1 = np.flatnonzero(poss)[single[ps]]
+        self.pos[p1] = 0
+
+    # ------------------------------------------------------------------ edges
+
+    def infer(self) -> None:
+        self._retract_edges()
+        self._current_edges()
+        self._current_anomalies()
+        self._current_lost_updates()
+        self._duplicate_adds()
+        self._n3()
+        self._n1()
+
+    def _retract_edges(self) -> None:
+        """ww: the adder of a claim -> each transaction that retracted it."""
+        h = self.h
+        adder = self.rep_txn[self.rp]
+        keep = (adder >= 0) & (self.rep_type[self.rp] != FAIL)
+        self.edges.append(_edges(G.WW, "retract", adder[keep], h.m_txn[self.ri][keep], h.pair_slot[self.rp[keep]],
+                                 self.rp[keep], self.ri[keep]))
+
+    def _current_edges(self) -> None:
+        h = self.h
+        P = h.n_pairs
+        cur, ep, er = self.cur, self.cur_elem, self.cur_read
+        if len(cur) == 0:
+            return
+        reader = h.m_txn[cur]
+        rmop = cur[er]
+        rt = reader[er]
+        slot = h.pair_slot[ep]
+        # wr: a claim held was added before the read
+        adder = self.rep_txn[ep]
+        k = np.flatnonzero((adder >= 0) & (self.rep_type[ep] != FAIL))
+        self.edges.append(_edges(G.WR, "current-holds", adder[k], rt[k], slot[k], ep[k], rmop[k]))
+        # rw: ... and retracted after it, by whoever retracted it
+        cnt = self.n_ret[ep]
+        if cnt.any():
+            rows = np.repeat(np.arange(len(ep)), cnt)
+            self.edges.append(_edges(G.RW, "current-still-holds", rt[rows], gather(self.ret_txn, self.ret_off[ep], cnt),
+                                     slot, ep, rmop, at=rows))
+        # codes of (read, pair) held, sorted, for membership
+        self.held = _Held(h, cur, er, ep)
+        rs = h.m_slot[cur]
+        self._missed_adds(reader, rs, cur)
+        self._seen_retractions(reader, rs, cur)
+
+    def _missed_adds(self, reader, rs, cur) -> None:
+        """rw: a claim missing from a read, added for sure and never retracted, was added after it.
+        Per read, the first such claim in the audit order (the later ones follow it by ww) and
+        every such claim the audit order does not place."""
+        h = self.h
+        P, S = h.n_pairs, len(h.slots)
+        u = np.flatnonzero(self.certain & (self.n_ret == 0) & ~self.wild[h.pair_slot])
+        if len(u) == 0:
+            return
+        us = h.pair_slot[u]
+        upos = self.pos[u]
+        o = np.lexsort((np.where(upos < 0, np.iinfo(np.int64).max, upos), us))
+        u, us, upos = u[o], us[o], upos[o]
+        u_off = np.zeros(S + 1, np.int64)
+        np.cumsum(np.bincount(us, minlength=S), out=u_off[1:])
+        cnt = u_off[rs + 1] - u_off[rs]
+        src, dst, key, v1, v2 = [], [], [], [], []
+        reads = np.flatnonzero(cnt)
+        csum = np.cumsum(cnt[reads])
+        a = 0
+        while a < len(reads):
+            b = int(np.searchsorted(csum, (csum[a - 1] if a else 0) + _BLOCK, "right"))
+            b = max(b, a + 1)
+            rd = reads[a:b]
+            c = cnt[rd]
+            row = np.repeat(rd, c)
+            j = gather(np.arange(len(u)), u_off[rs[rd]], c)
+            pair = u[j]
+            out = ~self.held.member(row, pair)
+            row, pair, pp = row[out], pair[out], upos[j][out]
+            inl = pp >= 0
+            ri_, pi_ = row[inl], pair[inl]
+            firsts = np.r_[True, ri_[1:] != ri_[:-1]] if len(ri_) else np.zeros(0, bool)
+            sel_r = np.concatenate([ri_[firsts], row[~inl]])
+            sel_p = np.concatenate([pi_[firsts], pair[~inl]])
+            src.append(reader[sel_r]), dst.append(self.rep_txn[sel_p]), key.append(h.pair_slot[sel_p])
+            v1.append(sel_p), v2.append(cur[sel_r])
+            a = b
+        if src:
+            self.edges.append(_edges(G.RW, "current-missed-add", np.concatenate(src), np.concatenate(dst),
+                                     np.concatenate(key), np.concatenate(v1), np.concatenate(v2)))
+
+    def _seen_retractions(self, reader, rs, cur) -> None:
+        """wr: a claim missing from a read that the audit order puts before a claim the read holds
+        was added before the read (the adds of one slot are ordered), so its one retraction came
+        before the read too."""
+        h = self.h
+        P = h.n_pairs
+        ep, er = self.cur_elem, self.cur_read
+        pe = self.pos[ep]
+        maxpos = np.full(len(cur), -1, np.int64)
+        np.maximum.at(maxpos, er, pe)
+        gone = np.flatnonzero((self.pos >= 0) & (self.n_ret == 1) & ~self.wild[h.pair_slot])
+        if len(gone) == 0 or not (maxpos > 0).any():
+            return
+        big = int(self.pos.max()) + 2
+        code = h.pair_slot[gone] * big + self.pos[gone]
+        o = np.argsort(code)
+        gone, code = gone[o], code[o]
+        lo = np.searchsorted(code, rs * big)
+        hi = np.searchsorted(code, rs * big + np.maximum(maxpos, 0))
+        cnt = np.where(maxpos > 0, hi - lo, 0)
+        row = np.repeat(np.arange(len(cur)), cnt)
+        pair = gather(gone, lo, cnt)
+        out = ~self.held.member(row, pair)
+        row, pair = row[out], pair[out]
+        self.edges.append(_edges(G.WR, "current-lacks-retracted", self.ret_txn[self.ret_off[pair]], reader[row],
+                                 h.pair_slot[pair], pair, cur[row]))
+
+    # ------------------------------------------------------------------ anomalies of current reads
+
+    def _current_anomalies(self) -> None:
+        h = self.h
+        cur, ep, er = self.cur, self.cur_elem, self.cur_read
+        if len(cur) == 0:
+            return
+        reader = h.m_txn[cur]
+        # double supersede: a single-valued slot holding two claims at once
+        P = h.n_pairs
+        distinct = self.held.distinct()
+        single = ~h.multi[h.m_slot[cur]] if len(h.multi) else np.ones(len(cur), bool)
+        cases = []
+        for k in np.flatnonzero((distinct >= 2) & single).tolist():
+            t, m = int(reader[k]), int(cur[k])
+            mine = self._held_by(k)
+            claims = sorted({h.claim(p) for p in mine}, key=str)
+            adders = sorted({int(self.rep_txn[p]) for p in mine if self.rep_txn[p] >= 0})
+            cases.append({"op": h.op(t), "mop": h.mop(m), "slot": h.slot(int(h.m_slot[m])), "claims": claims,
+                          "adders": [h.op(a) for a in adders],
+                          "explanation": f"op {int(h.t_index[t])}'s current read of {_q(h.slot(int(h.m_slot[m])))} "
+                                         f"held {len(claims)} claims ({', '.join(map(_q, claims))}) of a single-valued "
+                                         f"slot: each superseded the same belief without seeing the other"})
+        self._add("double-supersede", cases)
+        # G1a, G1b, future-read over current reads
+        adder = self.rep_txn[ep]
+        rt = reader[er]
+        g1a, g1b, fut = [], [], []
+        for i in np.flatnonzero(self.rep_type[ep] == FAIL).tolist():
+            t, p = int(rt[i]), int(ep[i])
+            g1a.append({"op": h.op(t), "mop": h.mop(int(cur[er[i]])), "writer": h.op(int(adder[i])),
+                        "slot": h.slot(int(h.pair_slot[p])), "claim": h.claim(p),
+                        "explanation": f"op {int(h.t_index[t])}'s current read held {_q(h.claim(p))}, added only by "
+                                       f"failed op {int(h.t_index[adder[i]])}"})
+        own = np.flatnonzero((adder == rt) & (self.rep_mop[ep] > cur[er]))
+        for i in own.tolist():
+            t, p = int(rt[i]), int(ep[i])
+            fut.append({"op": h.op(t), "mop": h.mop(int(cur[er[i]])), "claim": h.claim(p),
+                        "explanation": f"op {int(h.t_index[t])}'s current read held {_q(h.claim(p))}, which the same "
+                                       f"transaction adds only later"})
+        # G1b: the claim read was an intermediate state of its adder, which retracted it again
+        T = max(h.n_txns, 1)
+        rc = np.sort(h.m_txn[self.ri] * P + self.rp) if len(self.ri) else np.zeros(0, np.int64)
+        cand = np.flatnonzero((adder >= 0) & (adder != rt) & (self.rep_type[ep] != FAIL))
+        inter = cand[_member(rc, adder[cand] * P + ep[cand])] if len(cand) and T else cand[:0]
+        for i in inter.tolist():
+            t, p, w = int(rt[i]), int(ep[i]), int(adder[i])
+            a, b = h.mop_range(w)
+            after = any(h.m_f[m] == RETRACT and h.m_val[m] == p and m > self.rep_mop[p] for m in range(a, b))
+            if after:
+                g1b.append({"op": h.op(t), "mop": h.mop(int(cur[er[i]])), "writer": h.op(w), "claim": h.claim(p),
+                            "explanation": f"op {int(h.t_index[t])}'s current read held {_q(h.claim(p))}, which op "
+                                           f"{int(h.t_index[w])} added and retracted again: an intermediate state"})
+        self._add("G1a", g1a)
+        self._add("G1b", g1b)
+        self._add("future-read", fut)
+        self._internal()
+
+    def _held_by(self, k: int) -> list[int]:
+        a = int(self.cur_start[k])
+        return self.cur_elem[a:a + int(self.cur_len[k])].tolist()
+
+    def _internal(self) -> None:
+        """A current read after the transaction's own operations on the slot disagrees with them."""
+        h = self.h
+        from toki.check.list_append import group_order
+
+        sel = np.flatnonzero(self.ok_txn[h.m_txn] & (h.m_f <= CURRENT))
+        if len(sel) == 0:
+            return
+        o, newg = group_order(h.m_txn[sel], h.m_slot[sel])
+        mo = sel[o]
+        cand = np.flatnonzero(~newg & (h.m_f[mo] == CURRENT))
+        if len(cand) == 0:
+            return
+        starts = np.flatnonzero(newg)
+        gstart = starts[np.searchsorted(starts, cand, "right") - 1]
+        cases, seen = [], set()
+        for g in np.unique(gstart).tolist():
+            end = g + 1
+            while end < len(mo) and not newg[end]:
+                end += 1
+            known: set | None = None
+            added: set = set()
+            gone: set = set()
+            t = int(h.m_txn[mo[g]])
+            for m in mo[g:end].tolist():
+                f = int(h.m_f[m])
+                if f == CURRENT:
+                    got = set(h.r_elem[h.r_off[h.m_val[m]]:h.r_off[h.m_val[m] + 1]].tolist())
+                    bad = (known is not None and got != known) or (known is None and (not added <= got or got & gone))
+                    if bad and t not in seen:
+                        seen.add(t)
+                        exp = known if known is not None else added
+                        cases.append({"op": h.op(t), "mop": h.mop(m),
+                                      "expected": sorted((h.claim(p) for p in exp), key=str),
+                                      "explanation": f"op {int(h.t_index[t])}'s current read of "
+                                                     f"{_q(h.slot(int(h.m_slot[m])))} disagrees with its own "
+                                                     f"earlier operations on the slot"
+                                                     + ("" if known is not None else " (it must hold what it added "
+                                                                                     "and not what it retracted)")})
+                    known = got
+                elif f == ADD:
+                    p = int(h.m_val[m])
+                    added.add(p), gone.discard(p)
+                    if known is not None:
+                        known.add(p)
+                else:
+                    p = int(h.m_val[m])
+                    gone.add(p), added.discard(p)
+                    if known is not None:
+                        known.discard(p)
+        self._add("internal", cases)
+
+    def _current_lost_updates(self) -> None:
+        """Two ok transactions read one state of a slot (the same current claims) before writing it,
+        and each write was for good (an add never retracted, or a retraction of a claim it read):
+        neither saw the other's, which no serial order allows (Elle's lost-update)."""
+        h = self.h
+        P = h.n_pairs
+        from toki.check.list_append import group_order
+
+        sel = np.flatnonzero(self.ok_txn[h.m_txn] & (h.m_f <= CURRENT))
+        if len(sel) == 0 or len(self.cur) == 0 or P == 0:
+            return
+        o, newg = group_order(h.m_txn[sel], h.m_slot[sel])
+        mo = sel[o]
+        gid = np.cumsum(newg) - 1
+        starts = np.flatnonzero(newg)
+        first = mo[starts]
+        is_read = h.m_f[first] == CURRENT
+        # which read (index into self.cur) starts each group
+        k = np.searchsorted(self.cur, first)
+        k = np.minimum(k, len(self.cur) - 1)
+        is_read &= self.cur[k] == first
+        f = h.m_f[mo]
+        pair = np.where(f <= RETRACT, h.m_val[mo], 0)
+        kk = k[gid]
+        permanent = ((f == ADD) & (self.n_ret[pair] == 0) & ~self.wild[h.pair_slot[pair]]) | \
+                    ((f == RETRACT) & self.held.member(np.minimum(kk, len(self.cur) - 1), pair))
+        permanent &= ~newg
+        wrote = np.zeros(len(starts), bool)
+        np.logical_or.at(wrote, gid[permanent], True)
+        g = np.flatnonzero(is_read & wrote)
+        if len(g) < 2:
+            return
+        reads = k[g]
+        rng = np.random.default_rng(0)
+        tag = rng.integers(1, 1 << 62, size=max(P, 1), dtype=np.int64)
+        hr, hp = self.held.held()
+        fp = np.zeros(len(self.cur), np.int64)
+        np.add.at(fp, hr, tag[hp])
+        slot = h.m_slot[self.cur[reads]]
+        key = np.stack([slot, fp[reads], self.cur_len[reads]])
+        oo = np.lexsort(key[::-1])
+        ks = key[:, oo]
+        brk = np.r_[True, (ks[:, 1:] != ks[:, :-1]).any(axis=0), True]
+        bs = np.flatnonzero(brk[:-1])
+        be = np.r_[bs[1:], len(oo)]
+        cases = []
+        for a, b in zip(bs.tolist(), be.tolist()):
+            if b - a < 2:
+                continue
+            groups: dict = {}
+            for r in reads[oo[a:b]].tolist():
+                claims = frozenset(self._held_by(r))
+                groups.setdefault(claims, []).append(int(h.m_txn[self.cur[r]]))
+            for claims, txns in groups.items():
+                txns = sorted(set(txns))
+                if len(txns) >= 2:
+                    s = h.slot(int(slot[oo[a]]))
+                    names = sorted((h.claim(p) for p in claims), key=str)
+                    cases.append({"slot": s, "read": names, "txns": [h.op(t) for t in txns],
+                                  "explanation": f"ops {', '.join(str(int(h.t_index[t])) for t in txns)} each read "
+                                                 f"{_q(s)} as {names} and then changed it for good: none saw the "
+                                                 f"others' change"})
+        self._add("lost-update", cases)
+
+    def _duplicate_adds(self) -> None:
+        """A claim added to one slot by two ok operations: the audit history holds it twice."""
+        h = self.h
+        dup = np.flatnonzero(self.ok_adds >= 2)
+        if len(dup) == 0:
+            return
+        ai = self.ai
+        ok_ai = ai[self.ok_txn[h.m_txn[ai]]]
+        cases = []
+        for p in dup.tolist():
+            txns = sorted(set(h.m_txn[ok_ai[h.m_val[ok_ai] == p]].tolist()))
+            s, c = h.slot(int(h.pair_slot[p])), h.claim(p)
+            cases.append({"slot": s, "claim": c, "txns": [h.op(t) for t in txns], "count": int(self.ok_adds[p]),
+                          "explanation": f"{_q(c)} was added to {_q(s)} {int(self.ok_adds[p])} times, by ok ops "
+                                         f"{', '.join(str(int(h.t_index[t])) for t in txns)}: each add checked "
+                                         f"for it and found nothing"})
+        self._add("duplicate-insert", cases)
+
+    # ------------------------------------------------------------------ N3: audit erasure
+
+    def _n3(self) -> None:
+        """A claim missing from a history read of its slot, though the read began after the claim's
+        ok add completed or after another history read showing it completed (real time, from the
+        history's order), or though the read holds a claim the slot's audit order puts after it."""
+        h = self.h
+        P = h.n_pairs
+        hist = self.hist
+        if len(hist) == 0:
+            return
+        T = h.t_index
+        big = np.iinfo(np.int64).max
+        known = np.full(P, big, np.int64)
+        aok = self.ai[self.ok_txn[h.m_txn[self.ai]]]
+        np.minimum.at(known, h.m_val[aok], T[h.m_txn[aok]])
+        rtx = h.m_txn[hist]
+        np.minimum.at(known, self.hist_elem, T[rtx][self.hist_read])
+        slot = h.m_slot[hist]
+        lens = self.hist_len
+        hstart = np.cumsum(lens) - lens
+        # compatible: a prefix of the slot's longest read
+        fits = lens <= self.L_len[slot]
+        Lel = gather(self.hist_elem, self.L_start[slot[fits]], lens[fits])
+        mine = gather(self.hist_elem, hstart[fits], lens[fits])
+        bad_el = Lel != mine
+        compat = fits.copy()
+        if bad_el.any():
+            rows = np.repeat(np.flatnonzero(fits), lens[fits])
+            compat[np.unique(rows[bad_el])] = False
+        # real time: a compatible read holds exactly the claims placed before its length, so it
+        # misses one iff a claim known before its invocation is placed at or past its length or
+        # unplaced; per slot, claims sorted by when they became known, with a running max of place
+        inv = h.t_invoke[rtx]
+        kn = np.flatnonzero(known < big)
+        S = len(h.slots)
+        flagged = np.zeros(len(hist), bool)
+        if len(kn):
+            ks = h.pair_slot[kn]
+            o = np.lexsort((known[kn], ks))
+            kn, ks = kn[o], ks[o]
+            place = np.where(self.pos[kn] < 0, big, self.pos[kn])
+            k_off = np.zeros(S + 1, np.int64)
+            np.cumsum(np.bincount(ks, minlength=S), out=k_off[1:])
+            runmax = place.copy()
+            for_s = np.repeat(np.arange(S), np.diff(k_off))
+            # segmented running max: offset each slot's values so a max never crosses slots
+            if len(runmax):
+                cap = max(P, int(lens.max(initial=0))) + 1  # past every read's length: "unplaced"
+                capped = np.minimum(runmax, cap) + for_s * (cap + 1)
+                runmax = np.maximum.accumulate(capped) - for_s * (cap + 1)
+            kcode = ks * (int(T.max(initial=0)) + 2) + known[kn]
+            q = slot * (int(T.max(initial=0)) + 2) + inv
+            upto = np.searchsorted(kcode, q, "left")  # claims of the slot known before the invocation
+            has = (inv >= 0) & (upto > k_off[slot])
+            worst = np.where(has, runmax[np.maximum(upto - 1, 0)], -1)
+            flagged = has & compat & (worst >= lens)
+            # incompatible reads: compared claim by claim below
+            flagged |= has & ~compat
+        cases: dict = {}
+        pos_known = {}
+
+        def known_before(s: int, when: int) -> list[int]:
+            if s not in pos_known:
+                ps = np.flatnonzero((h.pair_slot == s) & (known < big))
+                pos_known[s] = ps[np.argsort(known[ps], kind="stable")]
+            ps = pos_known[s]
+            return ps[known[ps] < when].tolist()
+
+        def note(r: int, p: int, why: str) -> None:
+            key = (int(slot[r]), p)
+            c = cases.get(key)
+            t = int(rtx[r])
+            if c is None:
+                cases[key] = {"read": r, "txn": t, "why": why, "count": 1}
+            else:
+                c["count"] += 1
+
+        for r in np.flatnonzero(flagged).tolist():
+            got = set(self.hist_elem[hstart[r]:hstart[r] + lens[r]].tolist())
+            for p in known_before(int(slot[r]), int(inv[r])):
+                if p not in got:
+                    note(r, p, "time")
+        # order: an incompatible read lacking a claim the longest read shows before one it holds
+        for r in np.flatnonzero(~compat).tolist():
+            s = int(slot[r])
+            mine_l = self.hist_elem[hstart[r]:hstart[r] + lens[r]].tolist()
+            L = self.hist_elem[self.L_start[s]:self.L_start[s] + self.L_len[s]].tolist()
+            got = set(mine_l)
+            last = max((i for i, p in enumerate(L) if p in got), default=-1)
+            for p in L[:last]:
+                if p not in got:
+                    note(r, p, "order")
+        out = []
+        for (s, p), c in cases.items():
+            r, t = c["read"], c["txn"]
+            src = int(np.searchsorted(T, known[p])) if known[p] < big else -1
+            sname, cname = h.slot(s), h.claim(p)
+            if c["why"] == "time":
+                how = ("added by ok op" if src >= 0 and self._added_by(src, p) else "seen in the history read of op")
+                exp = (f"{_q(cname)} was {how} {int(T[src])}, which completed before op {int(T[t])}'s history read "
+                       f"of {_q(sname)} began; that read does not hold it")
+            else:
+                exp = (f"op {int(T[t])}'s history read of {_q(sname)} lacks {_q(cname)}, though it holds claims "
+                       f"the slot's audit history has after it")
+            case = {"slot": sname, "claim": cname, "op": h.op(t), "mop": h.mop(int(hist[r])),
+                    "missing_from_reads": c["count"], "explanation": exp}
+            if src >= 0 and c["why"] == "time":
+                case["known_from"] = h.op(src)
+            out.append(case)
+        self._add("N3", out)
+
+    def _added_by(self, t: int, p: int) -> bool:
+        a, b = self.h.mop_range(t)
+        return any(self.h.m_f[m] == ADD and self.h.m_val[m] == p for m in range(a, b))
+
+    # ------------------------------------------------------------------ N1: replay inconsistency
+
+    def _n1(self) -> None:
+        h = self.h
+        dm = np.flatnonzero((h.m_f == DECIDE) & self.ok_txn[h.m_txn])
+        groups: dict = {}
+        for m in dm.tolist():
+            q, considered, chosen = h.decisions[int(h.m_val[m])]
+            groups.setdefault((q, frozenset(considered)), []).append((chosen, int(h.m_txn[m]), m))
+        cases = []
+        for (q, considered), ds in groups.items():
+            if len(ds) < 2:
+                continue
+            self.decisions_compared += len(ds) - 1
+            choices: dict = {}
+            for chosen, t, m in ds:
+                choices.setdefault(chosen, (t, m))
+            if len(choices) < 2:
+                continue
+            picks = [{"chosen": c, "op": h.op(t), "mop": h.mop(m)} for c, (t, m) in choices.items()]
+            cases.append({"question": q, "considered": sorted(considered, key=str), "choices": picks,
+                          "explanation": f"question {_q(q)} over the same {len(considered)} claims was decided "
+                                         f"{len(choices)} ways ({', '.join(_q(c) for c in choices)}): a replay "
+                                         f"would not give the same answer"})
+        self._add("N1", cases)
+
+    def _add(self, typ: str, cases: list) -> None:
+        if cases:
+            self.found.setdefault(typ, []).extend(cases)
+
+
+def _q(x) -> str:
+    return repr(x)
+
+
+# ---------------------------------------------------------------------------------- audit histories as list-append
+
+def audit_history(h: MemoryHistory, inf: Inference) -> tuple[History, np.ndarray]:
+    """The adds and ok history reads as Elle's list-append (slots as keys, (slot, claim) pair codes
+    as values), with the memory micro-op behind each of its micro-ops. One add per pair: the
+    representative one (a claim added twice is a duplicate insert, reported apart)."""
+    rep = inf.rep_mop
+    adds = rep[rep >= 0]
+    sel = np.sort(np.concatenate([adds, inf.hist]))
+    is_read = h.m_f[sel] == HISTORY
+    rows = h.m_val[sel[is_read]]
+    lens = h.r_off[rows + 1] - h.r_off[rows]
+    r_off = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lens, out=r_off[1:])
+    r_elem = gather(h.r_elem, h.r_off[rows], lens)
+    m_val = np.where(is_read, 0, h.m_val[sel])
+    m_val[is_read] = np.arange(len(rows))
+    m_f = np.where(is_read, R, APPEND).astype(np.int8)
+    sub = History("list-append", h.n_ops, h.t_index, h.t_invoke, h.t_process, h.t_type, h.t_time, h.processes,
+                  h.m_txn[sel], m_f, h.m_slot[sel], m_val, np.zeros(len(sel), bool), None, None, r_off, r_elem,
+                  t_pgroup=h.t_pgroup)
+    return sub, sel
+
+
+def _from_audit(h: MemoryHistory, found: dict, sel: np.ndarray) -> dict[str, list]:
+    """list-append's cases in the memory's words (micro-op positions mapped back through ``sel``)."""
+    out: dict[str, list] = {}
+
+    def mop(m):
+        return h.mop(int(sel[m]))
+
+    T = h.t_index
+    for typ, cases in found.items():
+        name = "duplicate-insert" if typ == "duplicate-elements" else typ
+        for c in cases:
+            d: dict = {}
+            if typ == "duplicate-elements":
+                t = int(c["op"])
+                dups = [{"claim": h.claim(int(v)), "count": int(n)} for v, n in c["duplicates"].items()]
+                d = {"op": h.op(t), "mop": mop(c["mop"]), "duplicates": dups,
+                     "explanation": f"op {int(T[t])}'s history read of {_q(mop(c['mop'])[1])} holds "
+                                    + ", ".join(f"{_q(x['claim'])} {x['count']} times" for x in dups)}
+            elif typ in ("G1a", "G1b"):
+                t, w, p = int(c["op"]), int(c["writer"]), int(c["element"])
+                d = {"op": h.op(t), "mop": mop(c["mop"]), "writer": h.op(w), "claim": h.claim(p),
+                     "explanation": (f"op {int(T[t])}'s history read holds {_q(h.claim(p))}, added by failed op "
+                                     f"{int(T[w])}") if typ == "G1a" else
+                     (f"op {int(T[t])}'s history read ends at {_q(h.claim(p))}, which op {int(T[w])} followed with "
+                      f"more adds to the slot: an intermediate state")}
+            elif typ in ("internal", "future-read"):
+                t = int(c["op"])
+                d = {"op": h.op(t), "mop": mop(c["mop"])}
+                if "expected" in c:
+                    d["expected"] = [x if isinstance(x, str) else h.claim(int(x)) for x in c["expected"]]
+                    d["explanation"] = (f"op {int(T[t])}'s history read disagrees with its own earlier reads and "
+                                        f"adds of the slot")
+                else:
+                    d["claim"] = h.claim(int(c["element"]))
+                    d["explanation"] = f"op {int(T[t])}'s history read holds a claim it adds only later"
+            elif typ == "incompatible-order":
+                s = h.slot(int(c["key"]))
+                a, b = (mop(m) for m in c["values"])
+                d = {"slot": s, "reads": [a, b],
+                     "explanation": f"two history reads of {_q(s)} disagree on its order: neither is a prefix "
+                                    f"of the other"}
+            elif typ == "dirty-update":
+                t1, t2 = (int(x) for x in c["txns"])
+                d = {"slot": h.slot(int(c["key"])), "claims": [h.claim(int(v)) for v in c["values"]],
+                     "txns": [h.op(t1), h.op(t2)],
+                     "explanation": f"ok op {int(T[t2])} added to the slot right after failed op {int(T[t1])}'s add"}
+            elif typ == "lost-update":
+                s = h.slot(int(c["key"]))
+                txns = [int(t) for t in c["txns"]]
+                d = {"slot": s, "read": mop(c["read_mop"])[2], "txns": [h.op(t) for t in txns],
+                     "explanation": f"ops {', '.join(str(int(T[t])) for t in txns)} each read {_q(s)}'s audit "
+                                    f"history in the same state and then added to it: none saw the others' add"}
+            else:
+                d = dict(c)
+            out.setdefault(name, []).append(d)
+    return out
+
+
+# ---------------------------------------------------------------------------------- cycles, explained
+
+_CLASS_REL = {G.C_WW: G.WW, G.C_WR: G.WR, G.C_RW: G.RW}
+_KIND_ORDER = {"audit": 0, "retract": 1, "current-holds": 1, "current-lacks-retracted": 2,
+               "current-still-holds": 1, "current-missed-add": 2}
+
+
+def explain_cycle(h: MemoryHistory, typ: str, txns: list[int], cls: list[int], ob: list[int], by_rel) -> dict:
+    names: dict = {}
+    for t in txns[:-1]:
+        names.setdefault(t, f"T{len(names) + 1}")
+    steps = []
+    for (a, b), c, o in zip(zip(txns, txns[1:]), cls, ob):
+        an, bn = names[a], names[b]
+        if c == G.C_ORD:
+            steps.append(core.order_step(h, a, b, an, bn, o))
+            continue
+        rel = _CLASS_REL[c]
+        step = {"type": G.REL_NAMES[rel]}
+        for es in sorted(by_rel[rel], key=lambda e: _KIND_ORDER.get(getattr(e, "kind", ""), 9)):
+            if (j := es.find(a, b)) is not None:
+                step.update(_memory_step(h, es, j, an, bn))
+                break
+        steps.append(step)
+    return {"type": typ, "cycle": [h.op(t) for t in txns], "names": [names[t] for t in txns], "steps": steps}
+
+
+def _memory_step(h: MemoryHistory, es: G.EdgeSet, j: int, a: str, b: str) -> dict:
+    k, v1, v2 = es.facts(j)
+    s = h.slot(k)
+    kind = getattr(es, "kind", "audit")
+    c = None if v1 == G.NONE else h.claim(v1)
+    if kind == "audit":
+        c2 = None if v2 == G.NONE else h.claim(v2)
+        if es.rel == G.WW:
+            text = f"{b} added {_q(c2)} to {_q(s)} right after {a}'s {_q(c)} in the slot's audit history"
+        elif es.rel == G.WR:
+            text = f"{b}'s history read of {_q(s)} showed {a}'s add of {_q(c)}"
+        elif c is None:
+            text = f"{a}'s history read of {_q(s)} was empty, so it came before {b}'s add of {_q(c2)}"
+        else:
+            text = f"{a}'s history read of {_q(s)} ended at {_q(c)} and did not show {b}'s {_q(c2)}, added next"
+        read = "history" if es.rel != G.WW else None
+        return {"kind": "audit", "slot": s, "claim": c if es.rel != G.RW else c2, "read": read, "explanation": text}
+    texts = {
+        "retract": f"{b} retracted {_q(c)} from {_q(s)}, which {a} added",
+        "current-holds": f"{b}'s current read of {_q(s)} held {_q(c)}, which {a} added",
+        "current-still-holds": f"{a}'s current read of {_q(s)} still held {_q(c)}, which {b} retracted",
+        "current-missed-add": f"{a}'s current read of {_q(s)} did not hold {_q(c)}, which {b} added and nobody retracted",
+        "current-lacks-retracted": f"{b}'s current read of {_q(s)} no longer held {_q(c)}, which {a} retracted (the "
+                                   f"read held a claim the audit history has after it)",
+    }
+    return {"kind": kind, "slot": s, "claim": c, "read": None if kind == "retract" else "current",
+            "explanation": texts[kind]}
+
+
+def n2_cases(cycles: dict, prohibited: set[str], named: bool) -> list[dict]:
+    """Cycles in which one transaction's read of one slot comes after a write its read of another
+    slot did not see: the wr edge into it and the rw edge out of it are reads of two slots."""
+    out = []
+    for typ, cases in cycles.items():
+        if not (named or typ in prohibited):
+            continue
+        for c in cases:
+            steps = c.get("steps")
+            if not steps:
+                continue
+            n = len(steps)
+            for i in range(n):
+                into, out_of = steps[i - 1], steps[i]
+                if into.get("type") == "wr" and out_of.get("type") == "rw" and into.get("read") and out_of.get("read") \
+                        and into.get("slot") != out_of.get("slot"):
+                    t = c["names"][i]
+                    out.append({"cycle_type": typ, "txn": t, "slots": [into["slot"], out_of["slot"]],
+                                "cycle": c["cycle"], "names": c["names"], "steps": steps,
+                                "explanation": f"{t}'s read of {_q(into['slot'])} saw a change that its read of "
+                                               f"{_q(out_of['slot'])} did not: {into['explanation']}; "
+                                               f"{out_of['explanation']}"})
+                    break
+    return out
+
+
+# ---------------------------------------------------------------------------------- the check
+
+def requested(models, anomalies) -> tuple[list, list, set]:
+    """(models, Elle's anomalies, the memory's anomalies) that must not occur."""
+    anomalies = None if anomalies is None else list(anomalies)
+    mem = set(INVARIANTS) | {"N2"} if anomalies is None else {a for a in anomalies if a in MEMORY_ANOMALIES}
+    elle = [] if anomalies is None else [a for a in anomalies if a not in MEMORY_ANOMALIES]
+    if models is None and anomalies is None:
+        models = list(DEFAULT_MODELS)
+    try:
+        elle = cm.validate_anomalies(elle)
+    except ConfigError:
+        bad = [a for a in elle if a not in cm.ANOMALY_DEPTH]
+        raise ConfigError(f"unknown anomaly {', '.join(map(repr, bad))}",
+                          fix="the memory's: " + ", ".join(MEMORY_ANOMALIES) + "; Elle's: "
+                              + ", ".join(cm.ALL_ANOMALIES)) from None
+    return cm.validate_models(models or []), elle, mem
+
+
+def check(history, models=None, anomalies=None, *, multi_valued=(), cycle_search_timeout: float | None = None,
+          stats: bool = False, fmt: str | None = None, on_phase=None, **_ignored) -> dict:
+    """Check a memory history (a path, a list of op maps, or a MemoryHistory): Elle's result shape,
+    ``{"valid", "anomaly_types", "anomalies", "not", "also_not"}``. Default model: serializable;
+    the memory's invariants (double-supersede, duplicate-insert, N1, N3) and N2 always, unless
+    ``anomalies`` names what to look for."""
+    t0 = time.perf_counter()
+    phase = on_phase or (lambda name: None)
+    phase("reading")
+    models, elle, mem = requested(models, anomalies)
+    if isinstance(history, MemoryHistory):
+        h = history
+        if multi_valued:
+            h.multi = h.multi | _multi_valued(h.slots, list(multi_valued))
+    elif isinstance(history, (str, Path)):
+        h = read(history, fmt=fmt, multi_valued=multi_valued)
+    else:
+        h = parse(history, multi_valued=multi_valued)
+    t_parse = time.perf_counter()
+    phase("inferring dependencies")
+    prohibited = core.prohibited_anomalies(models, elle) | mem
+    reportable = prohibited | cm.UNKNOWN_ANOMALIES
+    ord_bits = core._ord_bits(reportable)
+    inf = Inference(h)
+    sub, sel = audit_history(h, inf)
+    order_sets: list[G.EdgeSet] = []
+
+    def meanwhile() -> None:  # while a forked child infers the audit histories' slices
+        inf.infer()
+        if ord_bits & G.PROCESS:
+            order_sets.append(core.process_edges(h))
+        if ord_bits & G.REALTIME:
+            order_sets.append(core.realtime_edge_set(h))
+
+    from toki.check import list_append, partition
+
+    res = partition.analyse(sub, list_append.analyse, meanwhile=meanwhile)
+    for es in res["edges"]:
+        es.kind = "audit"
+    found = _from_audit(h, res["anomalies"], sel)
+    for typ, cases in inf.found.items():
+        found.setdefault(typ, []).extend(cases)
+    edge_sets = [e for e in res["edges"] + inf.edges if len(e.src)] + order_sets
+    t_infer = time.perf_counter()
+    n_edges = sum(len(e.src) for e in edge_sets)
+    if n_edges == 0 and inf.decisions_compared == 0:
+        found["empty-transaction-graph"] = True
+    phase("searching for cycles")
+    timeout = core.CYCLE_SEARCH_TIMEOUT if cycle_search_timeout is None else cycle_search_timeout
+    cycles, n_scc = core._cycles(h, edge_sets, ORDER, ord_bits, timeout, explain=explain_cycle)
+    if "N2" in mem:
+        n2 = n2_cases(cycles, prohibited, named=anomalies is not None)
+        if n2:
+            found["N2"] = n2
+    for k, v in cycles.items():
+        found.setdefault(k, []).extend(v)
+    t_cycles = time.perf_counter()
+    result = core.result_map(prohibited, reportable, found)
+    if stats:
+        result["stats"] = {"parser": h.parser, "txns": h.n_txns, "ops": h.n_ops, "mops": len(h.m_txn),
+                           "slots": len(h.slots), "claims": h.n_pairs, "edges": n_edges, "nontrivial_sccs": n_scc,
+                           "seconds": {"parse": t_parse - t0, "infer": t_infer - t_parse, "cycles": t_cycles - t_infer,
+                                       "total": time.perf_counter() - t0}}
+    return result
+
+
+__all__ = ["DEFAULT_MODELS", "MEMORY_ANOMALIES", "MemoryHistory", "check", "header", "load", "loads", "parse", "read"]
