@@ -15,25 +15,13 @@ as a new user would, around a library no one in toki wrote. The claims:
 
 from __future__ import annotations
 
-import io
 import json
 import socket
-import traceback
 import warnings
 
 import pytest
 
-from toki.cli import main
-
-
-def _toki(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        rc = main(list(argv), out=out, err=err)
-    except Exception as e:  # noqa: BLE001 - any exception here is a traceback a user would see
-        pytest.fail(f"toki {' '.join(argv)} raised {type(e).__name__}: {e}\n"
-                    + "".join(traceback.format_exception(e))[-3000:], pytrace=False)
-    return rc, out.getvalue(), err.getvalue()
+from tests._cli import toki as _toki
 
 
 def _verdict(spec: str, *extra: str) -> tuple[int, dict]:

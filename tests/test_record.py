@@ -10,7 +10,6 @@ the racy plug-in and mem0 show their races in what is recorded, and the fixed pl
 
 from __future__ import annotations
 
-import io
 import json
 import multiprocessing
 import threading
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from toki.cli import main
+from tests._cli import toki as _toki
 from toki.errors import ConfigError
 from toki.record import History
 
@@ -107,12 +106,6 @@ def test_an_op_completes_once(tmp_path):
 
 
 # -- toki record -----------------------------------------------------------------------------------
-
-def _toki(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    rc = main(list(argv), out=out, err=err)
-    return rc, out.getvalue(), err.getvalue()
-
 
 def _two_current(ops: list[dict]) -> int:
     return sum(1 for o in ops if o["type"] == "ok" for m in o["value"] if m[0] == "current" and len(m[2]) > 1)

@@ -377,6 +377,17 @@ def _instrumented_like(v, where: str) -> InstrumentedLock:
     return InstrumentedLock(f"{'RLock' if reentrant else 'Lock'} {where} (made before the trial)", reentrant=reentrant)
 
 
+def _swap_free_locks(names: dict, where: str) -> list[tuple[dict, str, Any]]:
+    """Swap the free real locks among ``names`` (a module's globals, an object's attributes) for
+    instrumented ones; what was swapped, to put back."""
+    swapped = []
+    for k, v in list(names.items()):
+        if _swappable(v):
+            names[k] = _instrumented_like(v, f"{where}.{k}")
+            swapped.append((names, k, v))
+    return swapped
+
+
 @contextlib.contextmanager
 def locks_swapped(*roots: Any, depth: int = 3):
     """Locks the engine made before the trial (at the import of its modules, in the plug-in's
@@ -394,12 +405,8 @@ def locks_swapped(*roots: Any, depth: int = 3):
         if not home or name.partition(".")[0] != home or not _engine_code(name) or mod is None:
             continue
         g = getattr(mod, "__dict__", None)
-        if not isinstance(g, dict):
-            continue
-        for k, v in list(g.items()):
-            if _swappable(v):
-                g[k] = _instrumented_like(v, f"{name}.{k}")
-                swapped.append((g, k, v))
+        if isinstance(g, dict):
+            swapped.extend(_swap_free_locks(g, name))
     seen: set[int] = set()
     todo = [(r, 0) for r in roots]
     while todo:
@@ -410,12 +417,9 @@ def locks_swapped(*roots: Any, depth: int = 3):
         attrs = getattr(obj, "__dict__", None)
         if not isinstance(attrs, dict):
             continue
-        for k, v in list(attrs.items()):
-            if _swappable(v):
-                attrs[k] = _instrumented_like(v, f"{type(obj).__name__}.{k}")
-                swapped.append((attrs, k, v))
-            elif _engine_code(getattr(type(v), "__module__", None)) and not isinstance(v, type):
-                todo.append((v, level + 1))
+        swapped.extend(_swap_free_locks(attrs, type(obj).__name__))
+        todo.extend((v, level + 1) for v in list(attrs.values())
+                    if _engine_code(getattr(type(v), "__module__", None)) and not isinstance(v, type))
     try:
         yield len(swapped)
     finally:
