@@ -147,14 +147,17 @@ FULL = 1
 
 
 @njit(cache=True)
-def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, has_index, time, has_time, has_value, nm, mstart,
-         m_f, m_slot, m_val, m_nil, rlen, elem, d_q, d_start, d_len, d_chosen, d_elem, tok_start, tok_len, tok_kind,
-         ht, pslot, pclaim, pht):
+def scan(b, a, n, keep_invokes, counts, op_start, op_end, typ, process, client, index, has_index, time, has_time,
+         has_value, nm, mstart, m_f, m_slot, m_val, m_nil, rlen, elem, d_q, d_start, d_len, d_chosen, d_elem,
+         tok_start, tok_len, tok_kind, tok_int, ht, pslot, pclaim, pht):
     """Scan bytes [a, n) of ``b`` (zero padded past n) into the arrays given (never reallocated
     here: arrays reassigned inside the loop cost reference counting on every op). Returns
-    (status, position or what filled up, counts: ops, micro-ops, read rows, elements, decisions,
-    decision elements, tokens, pairs). ``ht``/``pht``: hash tables filled with -1."""
-    nops = nmops = nrows = nel = nd = nde = ntok = npair = 0
+    (status, what filled up, position, counts: ops, micro-ops, read rows, elements, decisions,
+    decision elements, tokens, pairs); when something filled up, the position and counts are
+    those at the start of the op being read, to resume from there once it has grown. ``counts``:
+    where to start counting (a resumed scan). ``ht``/``pht``: hash tables (-1 where empty)."""
+    nops, nmops, nrows, nel, nd, nde, ntok, npair = (counts[0], counts[1], counts[2], counts[3], counts[4],
+                                                     counts[5], counts[6], counts[7])
     w_type = np.array([116, 121, 112, 101], np.uint8)
     w_process = np.array([112, 114, 111, 99, 101, 115, 115], np.uint8)
     w_index = np.array([105, 110, 100, 101, 120], np.uint8)
@@ -187,9 +190,11 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
         if i >= n:
             break
         if b[i] != _LC:
-            return (BAIL, i, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+            return (BAIL, 0, i, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+        m0, r0, e0, d0, de0 = nmops, nrows, nel, nd, nde
+        i0 = i
         if nops >= len(typ):
-            return (FULL, F_OPS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+            return (FULL, F_OPS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
         o = nops
         op_start[o] = i
         typ[o] = -1
@@ -202,7 +207,6 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
         time[o] = 0
         nm[o] = 0
         mstart[o] = nmops
-        m0, r0, e0, d0, de0 = nmops, nrows, nel, nd, nde
         seen_value = False
         seen_process = False
         bad = False
@@ -364,7 +368,7 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
                         break
                     # intern the token
                     if ntok * 2 >= len(ht) or ntok >= len(tok_start):
-                        return (FULL, F_TOKENS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                        return (FULL, F_TOKENS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
                     mask = np.uint64(len(ht) - 1)
                     hh = _hash(b, ts, te, tk) & mask
                     slot_tok = -1
@@ -382,6 +386,7 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
                         hh = (hh + np.uint64(1)) & mask
                     if slot_tok < 0:
                         tok_start[ntok], tok_len[ntok], tok_kind[ntok] = ts, te - ts, tk
+                        tok_int[ntok] = _int_value(b, ts, te) if tk == 1 else 0
                         ht[hh] = ntok
                         slot_tok = ntok
                         ntok += 1
@@ -391,7 +396,7 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
                         break
                     i = _ws(b, i + 1)
                     if nmops >= len(m_f):
-                        return (FULL, F_MOPS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                        return (FULL, F_MOPS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
                     m_f[nmops] = f
                     m_slot[nmops] = slot_tok if f != _DECIDE else -1
                     m_nil[nmops] = False
@@ -444,7 +449,7 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
                             bad = True
                             break
                         if ntok * 2 >= len(ht) or ntok >= len(tok_start):
-                            return (FULL, F_TOKENS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                            return (FULL, F_TOKENS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
                         mask = np.uint64(len(ht) - 1)
                         hh = _hash(b, ts, te, tk) & mask
                         tok = -1
@@ -462,20 +467,21 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
                             hh = (hh + np.uint64(1)) & mask
                         if tok < 0:
                             tok_start[ntok], tok_len[ntok], tok_kind[ntok] = ts, te - ts, tk
+                            tok_int[ntok] = _int_value(b, ts, te) if tk == 1 else 0
                             ht[hh] = ntok
                             tok = ntok
                             ntok += 1
                         i = _ws(b, j)
                         if f == _DECIDE:
                             if nde >= len(d_elem):
-                                return (FULL, F_DELEMS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                                return (FULL, F_DELEMS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
                             d_elem[nde] = tok
                             nde += 1
                             count += 1
                             continue
                         # the (slot, claim) pair
                         if npair * 2 >= len(pht) or npair >= len(pslot):
-                            return (FULL, F_PAIRS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                            return (FULL, F_PAIRS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
                         pmask = np.uint64(len(pht) - 1)
                         ph = _pair_hash(slot_tok, tok) & pmask
                         pair = -1
@@ -494,7 +500,7 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
                             m_val[nmops] = pair
                             break
                         if nel >= len(elem):
-                            return (FULL, F_ELEMS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                            return (FULL, F_ELEMS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
                         elem[nel] = pair
                         nel += 1
                         count += 1
@@ -502,7 +508,7 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
                         break
                     if f == _CURRENT or f == _HISTORY:
                         if nrows >= len(rlen):
-                            return (FULL, F_ROWS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                            return (FULL, F_ROWS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
                         rlen[nrows] = count if count > 0 else 0
                         m_val[nmops] = nrows
                         nrows += 1
@@ -530,7 +536,7 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
                                     break
                                 ts, te, tk = i, j, 1
                             if ntok * 2 >= len(ht) or ntok >= len(tok_start):
-                                return (FULL, F_TOKENS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                                return (FULL, F_TOKENS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
                             mask = np.uint64(len(ht) - 1)
                             hh = _hash(b, ts, te, tk) & mask
                             while ht[hh] != _EMPTY:
@@ -547,6 +553,7 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
                                 hh = (hh + np.uint64(1)) & mask
                             if chosen < 0:
                                 tok_start[ntok], tok_len[ntok], tok_kind[ntok] = ts, te - ts, tk
+                                tok_int[ntok] = _int_value(b, ts, te) if tk == 1 else 0
                                 ht[hh] = ntok
                                 chosen = ntok
                                 ntok += 1
@@ -555,7 +562,7 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
                             break
                         i = j
                         if nd >= len(d_q):
-                            return (FULL, F_DECISIONS, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                            return (FULL, F_DECISIONS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
                         d_q[nd] = slot_tok
                         d_start[nd] = nde - count
                         d_len[nd] = count
@@ -591,42 +598,82 @@ def scan(b, a, n, keep_invokes, op_start, op_end, typ, process, client, index, h
                 bad = True
                 break
         if bad or typ[o] < 0 or not (seen_process or typ[o] == _T_HEADER):
-            return (BAIL, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
+            return (BAIL, 0, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
         if (typ[o] == _T_INVOKE and not keep_invokes) or not client[o] or typ[o] == _T_HEADER:
             # an invocation's micro-ops are read only if it never completes (from its bytes)
             nmops, nrows, nel, nd, nde = m0, r0, e0, d0, de0
         else:
             if typ[o] == _T_OK and not has_value[o]:
-                return (BAIL, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                return (BAIL, 0, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
             for k in range(m0, nmops):
                 if m_f[k] == _RETRACT and m_nil[k] and typ[o] == _T_OK:
-                    return (BAIL, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
+                    return (BAIL, 0, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
             nm[o] = nmops - m0
         op_end[o] = i
         nops += 1
-    return (OK_, i, nops, nmops, nrows, nel, nd, nde, ntok, npair)
+    return (OK_, 0, i, nops, nmops, nrows, nel, nd, nde, ntok, npair)
 
 
 _NAMES = ("op_start", "op_end", "typ", "process", "client", "index", "has_index", "time", "has_time", "has_value",
           "nm", "mstart", "m_f", "m_slot", "m_val", "m_nil", "rlen", "elem", "d_q", "d_start", "d_len", "d_chosen",
-          "d_elem", "tok_start", "tok_len", "tok_kind", "ht", "pslot", "pclaim", "pht")
+          "d_elem", "tok_start", "tok_len", "tok_kind", "tok_int", "ht", "pslot", "pclaim", "pht")
+#: each array's group (what counts its entries), and the group each FULL code names
+_OF = {"op_start": "ops", "op_end": "ops", "typ": "ops", "process": "ops", "client": "ops", "index": "ops",
+       "has_index": "ops", "time": "ops", "has_time": "ops", "has_value": "ops", "nm": "ops", "mstart": "ops",
+       "m_f": "mops", "m_slot": "mops", "m_val": "mops", "m_nil": "mops", "rlen": "rows", "elem": "elems",
+       "d_q": "decisions", "d_start": "decisions", "d_len": "decisions", "d_chosen": "decisions", "d_elem": "delems",
+       "tok_start": "tokens", "tok_len": "tokens", "tok_kind": "tokens", "tok_int": "tokens", "pslot": "pairs",
+       "pclaim": "pairs"}
+_DTYPE = {"typ": np.int8, "client": np.bool_, "has_index": np.bool_, "has_time": np.bool_, "has_value": np.bool_,
+          "m_f": np.int8, "m_nil": np.bool_, "tok_kind": np.int8}
 _GROUP = {F_OPS: "ops", F_MOPS: "mops", F_ROWS: "rows", F_ELEMS: "elems", F_DECISIONS: "decisions",
           F_DELEMS: "delems", F_TOKENS: "tokens", F_PAIRS: "pairs"}
+_COUNTS = ("ops", "mops", "rows", "elems", "decisions", "delems", "tokens", "pairs")
 
 
-def _arrays(cap: dict) -> dict:
-    o, m, t, p = cap["ops"], cap["mops"], cap["tokens"], cap["pairs"]
-    e8 = np.empty
-    return {"op_start": e8(o, np.int64), "op_end": e8(o, np.int64), "typ": e8(o, np.int8), "process": e8(o, np.int64),
-            "client": e8(o, np.bool_), "index": e8(o, np.int64), "has_index": e8(o, np.bool_), "time": e8(o, np.int64),
-            "has_time": e8(o, np.bool_), "has_value": e8(o, np.bool_), "nm": e8(o, np.int64), "mstart": e8(o, np.int64),
-            "m_f": e8(m, np.int8), "m_slot": e8(m, np.int64), "m_val": e8(m, np.int64), "m_nil": e8(m, np.bool_),
-            "rlen": e8(cap["rows"], np.int64), "elem": e8(cap["elems"], np.int64), "d_q": e8(cap["decisions"], np.int64),
-            "d_start": e8(cap["decisions"], np.int64), "d_len": e8(cap["decisions"], np.int64),
-            "d_chosen": e8(cap["decisions"], np.int64), "d_elem": e8(cap["delems"], np.int64),
-            "tok_start": e8(t, np.int64), "tok_len": e8(t, np.int64), "tok_kind": e8(t, np.int8),
-            "ht": np.full(_pow2(2 * t), _EMPTY, np.int64), "pslot": e8(p, np.int64), "pclaim": e8(p, np.int64),
-            "pht": np.full(_pow2(2 * p), _EMPTY, np.int64)}
+@njit(cache=True)
+def _rehash_tokens(b, tok_start, tok_len, tok_kind, ntok, cap):
+    ht = np.full(cap, _EMPTY, np.int64)
+    mask = np.uint64(cap - 1)
+    for t in range(ntok):
+        h = _hash(b, tok_start[t], tok_start[t] + tok_len[t], tok_kind[t]) & mask
+        while ht[h] != _EMPTY:
+            h = (h + np.uint64(1)) & mask
+        ht[h] = t
+    return ht
+
+
+@njit(cache=True)
+def _rehash_pairs(pslot, pclaim, npair, cap):
+    pht = np.full(cap, _EMPTY, np.int64)
+    mask = np.uint64(cap - 1)
+    for q in range(npair):
+        h = _pair_hash(pslot[q], pclaim[q]) & mask
+        while pht[h] != _EMPTY:
+            h = (h + np.uint64(1)) & mask
+        pht[h] = q
+    return pht
+
+
+@njit(cache=True)
+def token_blob(b, tok_start, tok_len, tok_kind):
+    """The bytes of the plain string tokens (kind 0), each followed by a zero byte: decoded and
+    split at once by the caller (a JSON string holds no raw zero byte)."""
+    total = 0
+    for t in range(len(tok_start)):
+        if tok_kind[t] == 0:
+            total += tok_len[t] + 1
+    out = np.empty(total, np.uint8)
+    k = 0
+    for t in range(len(tok_start)):
+        if tok_kind[t] == 0:
+            s = tok_start[t]
+            for j in range(tok_len[t]):
+                out[k] = b[s + j]
+                k += 1
+            out[k] = 0
+            k += 1
+    return out
 
 
 def _pow2(x: int) -> int:
@@ -635,28 +682,37 @@ def _pow2(x: int) -> int:
 
 def run(b: np.ndarray, a: int, n: int, keep_invokes: bool = False) -> tuple[int, int, dict]:
     """Scan bytes [a, n) of ``b``: (status OK_ or BAIL, position, the arrays cut to their counts).
-    Capacities start at estimates from the size and double (with a fresh scan) when one fills.
+    Capacities start small and double when one fills (the scan resumes at the op it was reading).
     Invocations' micro-ops are skipped unless ``keep_invokes``."""
     size = max(n - a, 1)
-    cap = {"ops": size // 64 + 64, "mops": size // 32 + 64, "rows": size // 48 + 64, "elems": size // 12 + 64,
-           "decisions": size // 1024 + 64, "delems": size // 256 + 64, "tokens": size // 256 + 256,
-           "pairs": size // 256 + 256}
+    cap = {"ops": size // 128 + 64, "mops": size // 64 + 64, "rows": size // 96 + 64, "elems": size // 24 + 64,
+           "decisions": size // 2048 + 64, "delems": size // 512 + 64, "tokens": size // 2048 + 256,
+           "pairs": size // 2048 + 256}
+    arr = {k: np.empty(cap[g], _DTYPE.get(k, np.int64)) for k, g in _OF.items()}
+    arr["ht"] = np.full(_pow2(2 * cap["tokens"]), _EMPTY, np.int64)
+    arr["pht"] = np.full(_pow2(2 * cap["pairs"]), _EMPTY, np.int64)
+    counts = np.zeros(8, np.int64)
+    pos = a
     while True:
-        arr = _arrays(cap)
-        status, at, *counts = scan(b, a, n, keep_invokes, *(arr[k] for k in _NAMES))
+        status, code, pos, *got = scan(b, pos, n, keep_invokes, counts, *(arr[k] for k in _NAMES))
+        counts[:] = got
         if status != FULL:
             break
-        cap[_GROUP[at]] *= 2
-    nops, nmops, nrows, nel, nd, nde, ntok, npair = counts
-    cut = {"ops": nops, "mops": nmops, "rows": nrows, "elems": nel, "decisions": nd, "delems": nde, "tokens": ntok,
-           "pairs": npair}
-    group = {"op_start": "ops", "op_end": "ops", "typ": "ops", "process": "ops", "client": "ops", "index": "ops",
-             "has_index": "ops", "time": "ops", "has_time": "ops", "has_value": "ops", "nm": "ops", "mstart": "ops",
-             "m_f": "mops", "m_slot": "mops", "m_val": "mops", "m_nil": "mops", "rlen": "rows", "elem": "elems",
-             "d_q": "decisions", "d_start": "decisions", "d_len": "decisions", "d_chosen": "decisions",
-             "d_elem": "delems", "tok_start": "tokens", "tok_len": "tokens", "tok_kind": "tokens", "pslot": "pairs",
-             "pclaim": "pairs"}
-    return status, at, {k: arr[k][:cut[g]] for k, g in group.items()}
+        g = _GROUP[code]
+        cap[g] *= 2
+        used = dict(zip(_COUNTS, got))
+        for k, gk in _OF.items():
+            if gk == g:
+                new = np.empty(cap[g], arr[k].dtype)
+                new[:used[g]] = arr[k][:used[g]]
+                arr[k] = new
+        if g == "tokens":
+            arr["ht"] = _rehash_tokens(b, arr["tok_start"], arr["tok_len"], arr["tok_kind"], used["tokens"],
+                                       _pow2(2 * cap["tokens"]))
+        if g == "pairs":
+            arr["pht"] = _rehash_pairs(arr["pslot"], arr["pclaim"], used["pairs"], _pow2(2 * cap["pairs"]))
+    used = dict(zip(_COUNTS, counts.tolist()))
+    return status, pos, {k: arr[k][:used[g]] for k, g in _OF.items()}
 
 
 def warm() -> None:
@@ -665,4 +721,8 @@ def warm() -> None:
             b'{"index":0,"time":1,"type":"invoke","process":0,"f":"txn","value":[["current","a",null]]}\n'
             b'{"index":1,"time":2,"type":"ok","process":0,"f":"txn","value":[["current","a",["x"]],'
             b'["add","a","y"],["retract","a",1],["history","a",["x","y"]],["decide","q",["x"],"x"]]}\n')
-    run(np.frombuffer(text + bytes(16), np.uint8), 0, len(text))
+    b = np.frombuffer(text + bytes(16), np.uint8)
+    _, _, c = run(b, 0, len(text))
+    token_blob(b, c["tok_start"], c["tok_len"], c["tok_kind"])
+    _rehash_tokens(b, c["tok_start"], c["tok_len"], c["tok_kind"], len(c["tok_start"]), 64)
+    _rehash_pairs(c["pslot"], c["pclaim"], len(c["pslot"]), 64)

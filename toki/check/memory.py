@@ -153,6 +153,36 @@ class MemoryHistory:
         return d
 
 
+class Decisions:
+    """The decide micro-ops by row, as codes into ``values``: the question ``q``, the claims
+    considered (``elem[start:start + length]``) and the claim chosen (-1: null)."""
+
+    def __init__(self, q, start, length, chosen, elem, values: list):
+        self.q, self.start, self.length, self.chosen, self.elem, self.values = q, start, length, chosen, elem, values
+
+    @classmethod
+    def of(cls, rows: list) -> "Decisions":
+        """From (question, [considered], chosen) tuples."""
+        ids: dict = {}
+
+        def code(v):
+            return ids.setdefault(v, len(ids))
+
+        q = np.array([code(r[0]) for r in rows], np.int64)
+        length = np.array([len(r[1]) for r in rows], np.int64)
+        elem = np.array([code(c) for r in rows for c in r[1]], np.int64)
+        chosen = np.array([-1 if r[2] is None else code(r[2]) for r in rows], np.int64)
+        return cls(q, np.cumsum(length) - length, length, chosen, elem, list(ids))
+
+    def __len__(self) -> int:
+        return len(self.q)
+
+    def __getitem__(self, i: int) -> tuple:
+        v = self.values
+        s, n, c = int(self.start[i]), int(self.length[i]), int(self.chosen[i])
+        return v[int(self.q[i])], [v[int(x)] for x in self.elem[s:s + n]], None if c < 0 else v[c]
+
+
 # ---------------------------------------------------------------------------------- reading
 
 def load(path: str | Path, fmt: str | None = None) -> list:
@@ -609,16 +639,31 @@ def _scan_compiled(text: bytes, a: int, e: int, buf: np.ndarray, keep_invokes: b
     status, _at, c = k.run(buf, a, e, keep_invokes)
     if status != k.OK_:
         return None
-    mv = memoryview(text)
-    vals: list = []
+    kind = c["tok_kind"]
+    vals = np.empty(len(kind), object)
+    k0 = kind == 0
     try:
-        for s, ln, kd in zip(c["tok_start"].tolist(), c["tok_len"].tolist(), c["tok_kind"].tolist()):
-            raw = bytes(mv[s:s + ln])
-            vals.append(raw.decode() if kd == 0 else int(raw) if kd == 1 else _json_string(raw))
+        strs = k.token_blob(buf, c["tok_start"], c["tok_len"], kind).tobytes().decode().split("\x00")
+        vals[k0] = strs[:-1]
+        k1 = kind == 1
+        vals[k1] = c["tok_int"][k1].tolist()
+        for t in np.flatnonzero(kind == 2).tolist():  # strings with escapes: decoded one by one
+            s0 = int(c["tok_start"][t])
+            vals[t] = _json_string(text[s0:s0 + int(c["tok_len"][t])])
     except (UnicodeDecodeError, ValueError):
         return None
-    c["vals"] = vals
-    return c
+    c["vals"] = vals.tolist()
+    for x in ("tok_start", "tok_len", "tok_int", "has_value"):
+        del c[x]
+    return {x: _narrow(v) for x, v in c.items()}
+
+
+def _narrow(a):
+    """An int64 column as int32 when its values fit (half the bytes a forked child sends back)."""
+    if isinstance(a, np.ndarray) and a.dtype == np.int64 and len(a) and \
+            -(1 << 31) <= int(a.min()) and int(a.max()) < 1 << 31:
+        return a.astype(np.int32)
+    return a
 
 
 def _json_string(raw: bytes) -> str:
@@ -654,7 +699,8 @@ def _parse_compiled(text: bytes, split: bool) -> tuple[MemoryHistory, dict | Non
         return None
     # ops of all parts; a header is the very first op only
     typ = np.concatenate([p["typ"] for p in parts])
-    span = np.concatenate([np.stack([p["op_start"], p["op_end"]]) for p in parts], axis=1)
+    span = np.concatenate([np.stack([p["op_start"].astype(np.int64), p["op_end"].astype(np.int64)])
+                           for p in parts], axis=1)
     head = None
     if len(typ) and typ[0] == 9:
         if text[:span[0, 0]].strip(b" \t\r\n[") != b"":
@@ -667,6 +713,8 @@ def _parse_compiled(text: bytes, split: bool) -> tuple[MemoryHistory, dict | Non
     n = len(typ)
     cols = {x: np.concatenate([p[x] for p in parts])[body]
             for x in ("process", "client", "index", "has_index", "time", "has_time", "nm", "mstart")}
+    for x in ("process", "index", "time", "nm", "mstart"):
+        cols[x] = cols[x].astype(np.int64, copy=False)
     hi = cols["has_index"]
     if hi.any() and not hi.all():
         return None
@@ -690,7 +738,7 @@ def _parse_compiled(text: bytes, split: bool) -> tuple[MemoryHistory, dict | Non
             return None
         parts.append(extra)
         nm[dangling] = extra["nm"]
-        mstart[dangling] = off[-1] + extra["mstart"]
+        mstart[dangling] = off[-1] + extra["mstart"].astype(np.int64)
     c = _merge_tokens(parts)
     if c is None:
         return None
@@ -709,52 +757,68 @@ def _merge_tokens(parts: list[dict]) -> dict | None:
     """The micro-op columns of the scanner's parts in one code space: tokens by their decoded
     values, (slot, claim) pairs and slots numbered by first appearance, read rows and decisions
     renumbered past the earlier parts'."""
-    ids: dict = {}
-    tmaps = []
-    for p in parts:  # a value is the same token in every part (and 1 is not "1": types differ)
-        tmaps.append(np.array([ids.setdefault(v, len(ids)) for v in p["vals"]] or [0], np.int64))
-    vals = list(ids)
+    vals = list(parts[0]["vals"])
+    ids = dict(zip(vals, range(len(vals))))
+    if len(ids) < len(vals):  # one value written two ways (an escape, -0): the first stands for both
+        ids = {}
+        for v in vals:
+            ids.setdefault(v, len(ids))
+        tmaps = [np.array([ids[v] for v in vals] or [0], np.int64)]
+        vals = list(ids)
+    else:
+        tmaps = [np.arange(max(len(vals), 1), dtype=np.int64)]
+    for p in parts[1:]:  # a value is the same token in every part (and 1 is not "1": types differ)
+        got = list(map(ids.get, p["vals"]))
+        if None in got:
+            for j, v in enumerate(p["vals"]):
+                if got[j] is None:
+                    got[j] = ids.get(v)
+                    if got[j] is None:
+                        got[j] = ids[v] = len(vals)
+                        vals.append(v)
+        tmaps.append(np.array(got or [0], np.int64))
     G_ = max(len(vals), 1)
-    keys = np.concatenate([tm[p["pslot"]] * G_ + tm[p["pclaim"]] for p, tm in zip(parts, tmaps)]) \
-        if any(len(p["pslot"]) for p in parts) else np.zeros(0, np.int64)
+    keys = np.concatenate([tm[p["pslot"]] * G_ + tm[p["pclaim"]] for p, tm in zip(parts, tmaps)])
     uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
     rank = np.empty(len(uniq), np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
+    rank[by_first] = np.arange(len(uniq))
     pair_of = rank[inv]                       # each part's pairs, concatenated -> global pair
-    gpairs = uniq[np.argsort(first, kind="stable")]
+    gpairs = uniq[by_first]
     gslot_tok, gclaim_tok = gpairs // G_, gpairs % G_
     slot_toks = np.concatenate([gslot_tok] + [tm[p["m_slot"][p["m_slot"] >= 0]] for p, tm in zip(parts, tmaps)])
     used, sfirst = np.unique(slot_toks, return_index=True)
-    order = np.argsort(sfirst, kind="stable")
-    used = used[order]
+    used = used[np.argsort(sfirst, kind="stable")]
     slot_of = np.full(G_, -1, np.int64)
     slot_of[used] = np.arange(len(used))
     slots = [vals[t] for t in used.tolist()]
     if not set(map(type, slots)) <= _IDS:
         return None
-    m_f, m_slot, m_val, m_nil, rlen, elem, decisions = [], [], [], [], [], [], []
-    poff = rows = 0
+    m_f, m_slot, m_val, m_nil, rlen, elem = [], [], [], [], [], []
+    dq, dstart, dlen, dch, delem = [], [], [], [], []
+    poff = rows = ndec = nde = 0
     for p, tm in zip(parts, tmaps):
         pm = pair_of[poff:poff + len(p["pslot"])]
         poff += len(p["pslot"])
-        f, v = p["m_f"], p["m_val"].copy()
+        f, v = p["m_f"], p["m_val"].astype(np.int64)
         w = (f <= RETRACT) & (v >= 0)
-        v[w] = pm[v[w]] if len(pm) else v[w]
+        v[w] = pm[v[w]]
         v[(f == CURRENT) | (f == HISTORY)] += rows
-        v[f == DECIDE] += len(decisions)
+        v[f == DECIDE] += ndec
         rows += len(p["rlen"])
-        ms = p["m_slot"]
+        ms = p["m_slot"].astype(np.int64)
         m_f.append(f), m_val.append(v), m_nil.append(p["m_nil"])
         m_slot.append(np.where(ms >= 0, slot_of[tm[np.maximum(ms, 0)]], -1))
-        rlen.append(p["rlen"]), elem.append(pm[p["elem"]] if len(pm) else p["elem"])
-        if len(p["d_q"]):
-            de = tm[p["d_elem"]].tolist()
-            q, ch = tm[p["d_q"]].tolist(), p["d_chosen"].tolist()
-            decisions += [(vals[qq], [vals[t] for t in de[s:s + ln]], None if c_ < 0 else vals[tm[c_]])
-                          for qq, s, ln, c_ in zip(q, p["d_start"].tolist(), p["d_len"].tolist(), ch)]
-    rl = np.concatenate(rlen)
+        rlen.append(p["rlen"]), elem.append(pm[p["elem"]])
+        dq.append(tm[p["d_q"]]), dstart.append(p["d_start"].astype(np.int64) + nde), dlen.append(p["d_len"])
+        dch.append(np.where(p["d_chosen"] >= 0, tm[np.maximum(p["d_chosen"], 0)], -1)), delem.append(tm[p["d_elem"]])
+        ndec += len(p["d_q"])
+        nde += len(p["d_elem"])
+    rl = np.concatenate(rlen).astype(np.int64)
     r_off = np.zeros(len(rl) + 1, np.int64)
     np.cumsum(rl, out=r_off[1:])
+    decisions = Decisions(np.concatenate(dq), np.concatenate(dstart), np.concatenate(dlen).astype(np.int64),
+                          np.concatenate(dch), np.concatenate(delem), vals)
     return {"m_f": np.concatenate(m_f), "m_slot": np.concatenate(m_slot), "m_val": np.concatenate(m_val),
             "m_nil": np.concatenate(m_nil), "r_off": r_off, "r_elem": np.concatenate(elem), "decisions": decisions,
             "slots": slots, "pair_slot": slot_of[gslot_tok], "pair_claim": [vals[t] for t in gclaim_tok.tolist()]}
@@ -851,7 +915,7 @@ def _assemble(parts: list[dict], ops_at) -> MemoryHistory:
         t_time=[times[i] for i in tpos.tolist()], processes=tx["processes"],
         m_txn=np.repeat(np.arange(len(tpos), dtype=np.int64), lens), m_f=m_f[msel], m_slot=m_slot[msel],
         m_val=m_val[msel], m_nil=m_nil[msel], r_off=r_off, r_elem=r_elem, slots=it.slots,
-        pair_slot=np.array(it.pair_slot, np.int64), pair_claim=it.pair_claim, decisions=c["decisions"],
+        pair_slot=np.array(it.pair_slot, np.int64), pair_claim=it.pair_claim, decisions=Decisions.of(c["decisions"]),
         t_pgroup=tx["pgroup"])
 
 
@@ -982,6 +1046,7 @@ class _Held:
         self.width = cnt[self.rslot]
         total = int(self.width.sum())
         self.n = len(cur)
+        self._held = None
         if total <= _BITS_MAX:
             self.base = np.cumsum(self.width) - self.width
             self.bits = np.zeros(total + 1, bool)  # the last bit stays False: where a query is off its slot
@@ -998,17 +1063,23 @@ class _Held:
         return self.bits[np.where(same, self.base[rows] + self.local[pairs], len(self.bits) - 1)]
 
     def held(self) -> tuple[np.ndarray, np.ndarray]:
-        """(read, pair) for every distinct claim held, by read."""
-        if self.bits is None:
-            return self.codes // self.P, self.codes % self.P
-        nz = np.flatnonzero(self.bits[:-1])
-        rows = np.searchsorted(self.base, nz, "right") - 1
-        return rows, self.by_slot[self.slot_start[self.rslot[rows]] + nz - self.base[rows]]
+        """(read, pair) for every distinct claim held, by read (computed once)."""
+        if self._held is None:
+            if self.bits is None:
+                self._held = self.codes // self.P, self.codes % self.P
+            else:
+                nz = np.flatnonzero(self.bits[:-1])
+                rows = np.repeat(np.arange(self.n), self.distinct())
+                self._held = rows, self.by_slot[self.slot_start[self.rslot[rows]] + nz - self.base[rows]]
+        return self._held
 
     def distinct(self) -> np.ndarray:
         """Distinct claims held, per read."""
-        rows, _ = self.held()
-        return np.bincount(rows, minlength=self.n)
+        if self.bits is None:
+            return np.bincount(self.codes // self.P, minlength=self.n)
+        c = np.zeros(len(self.bits) + 1, np.int64)
+        np.cumsum(self.bits, out=c[1:])
+        return c[self.base + self.width] - c[self.base]
 
 
 def _edges(rel: int, kind: str, src, dst, key, v1, v2, at=None) -> G.EdgeSet:
@@ -1157,71 +1228,107 @@ class Inference:
     def _missed_adds(self, reader, rs, cur) -> None:
         """rw: a claim missing from a read, added for sure and never retracted, was added after it.
         Per read, the first such claim in the audit order (the later ones follow it by ww) and
-        every such claim the audit order does not place."""
+        every such claim the audit order does not place. In a valid history the placed ones a read
+        holds are the first few in audit order, so the first missing one is found by counting; a
+        read that holds them out of order is compared claim by claim."""
         h = self.h
-        P, S = h.n_pairs, len(h.slots)
+        S = len(h.slots)
         u = np.flatnonzero(self.certain & (self.n_ret == 0) & ~self.wild[h.pair_slot])
         if len(u) == 0:
             return
-        us = h.pair_slot[u]
-        upos = self.pos[u]
+        us, upos = h.pair_slot[u], self.pos[u]
         o = np.lexsort((np.where(upos < 0, np.iinfo(np.int64).max, upos), us))
         u, us, upos = u[o], us[o], upos[o]
-        u_off = np.zeros(S + 1, np.int64)
-        np.cumsum(np.bincount(us, minlength=S), out=u_off[1:])
-        cnt = u_off[rs + 1] - u_off[rs]
-        src, dst, key, v1, v2 = [], [], [], [], []
-        reads = np.flatnonzero(cnt)
-        csum = np.cumsum(cnt[reads])
-        a = 0
-        while a < len(reads):
-            b = int(np.searchsorted(csum, (csum[a - 1] if a else 0) + _BLOCK, "right"))
-            b = max(b, a + 1)
-            rd = reads[a:b]
-            c = cnt[rd]
-            row = np.repeat(rd, c)
-            j = gather(np.arange(len(u)), u_off[rs[rd]], c)
-            pair = u[j]
+        n_u = np.bincount(us, minlength=S)
+        u_off = np.cumsum(n_u) - n_u
+        n_pl = np.bincount(us[upos >= 0], minlength=S)
+        rank = np.full(h.n_pairs, -1, np.int64)
+        rank[u] = np.arange(len(u)) - u_off[us]
+        hr, hp = self.held.held()
+        rk = rank[hp]
+        placed = (rk >= 0) & (rk < n_pl[rs[hr]])
+        R = len(cur)
+        cnt = np.bincount(hr[placed], minlength=R)
+        mx = np.full(R, -1, np.int64)
+        np.maximum.at(mx, hr[placed], rk[placed])
+        npl = n_pl[rs]
+        prefix = mx == cnt - 1
+        src, dst, rows = [], [], []
+        # reads holding a prefix of the placed claims: the next one is the first missing
+        k = np.flatnonzero(prefix & (cnt < npl))
+        first = u[u_off[rs[k]] + cnt[k]]
+        rows.append(k), dst.append(first)
+        # the others: claim by claim, the first placed one not held
+        k = np.flatnonzero(~prefix)
+        if len(k):
+            c = npl[k]
+            row = np.repeat(k, c)
+            pair = u[ranges(u_off[rs[k]], c)]
             out = ~self.held.member(row, pair)
-            row, pair, pp = row[out], pair[out], upos[j][out]
-            inl = pp >= 0
-            ri_, pi_ = row[inl], pair[inl]
-            firsts = np.r_[True, ri_[1:] != ri_[:-1]] if len(ri_) else np.zeros(0, bool)
-            sel_r = np.concatenate([ri_[firsts], row[~inl]])
-            sel_p = np.concatenate([pi_[firsts], pair[~inl]])
-            src.append(reader[sel_r]), dst.append(self.rep_txn[sel_p]), key.append(h.pair_slot[sel_p])
-            v1.append(sel_p), v2.append(cur[sel_r])
-            a = b
-        if src:
-            self.edges.append(_edges(G.RW, "current-missed-add", np.concatenate(src), np.concatenate(dst),
-                                     np.concatenate(key), np.concatenate(v1), np.concatenate(v2)))
+            row, pair = row[out], pair[out]
+            firsts = np.r_[True, row[1:] != row[:-1]] if len(row) else np.zeros(0, bool)
+            rows.append(row[firsts]), dst.append(pair[firsts])
+        # claims no audit read placed: each one missing
+        nun = (n_u - n_pl)[rs]
+        k = np.flatnonzero(nun)
+        done = 0
+        while done < len(k):  # in blocks of about _BLOCK claims
+            csum = np.cumsum(nun[k[done:]])
+            b = done + max(int(np.searchsorted(csum, _BLOCK, "right")), 1)
+            kk = k[done:b]
+            row = np.repeat(kk, nun[kk])
+            pair = u[ranges(u_off[rs[kk]] + npl[kk], nun[kk])]
+            out = ~self.held.member(row, pair)
+            rows.append(row[out]), dst.append(pair[out])
+            done = b
+        row, pair = np.concatenate(rows), np.concatenate(dst)
+        self.edges.append(_edges(G.RW, "current-missed-add", reader[row], self.rep_txn[pair], h.pair_slot[pair],
+                                 pair, cur[row]))
 
     def _seen_retractions(self, reader, rs, cur) -> None:
         """wr: a claim missing from a read that the audit order puts before a claim the read holds
         was added before the read (the adds of one slot are ordered), so its one retraction came
-        before the read too."""
+        before the read too. Left out where implied: when the retracting transaction also added a
+        claim at or before the read's latest in audit order (a supersede: the audit's ww edges and
+        the read's wr edge already order it before the read)."""
         h = self.h
-        P = h.n_pairs
+        S = len(h.slots)
         ep, er = self.cur_elem, self.cur_read
-        pe = self.pos[ep]
         maxpos = np.full(len(cur), -1, np.int64)
-        np.maximum.at(maxpos, er, pe)
+        np.maximum.at(maxpos, er, self.pos[ep])
         gone = np.flatnonzero((self.pos >= 0) & (self.n_ret == 1) & ~self.wild[h.pair_slot])
         if len(gone) == 0 or not (maxpos > 0).any():
             return
-        big = int(self.pos.max()) + 2
-        code = h.pair_slot[gone] * big + self.pos[gone]
+        retractor = self.ret_txn[self.ret_off[gone]]
+        gslot = h.pair_slot[gone]
+        # the earliest audit place of a claim each (transaction, slot) added
+        placed = np.flatnonzero((self.pos >= 0) & (self.rep_txn >= 0))
+        code = self.rep_txn[placed] * S + h.pair_slot[placed]
+        o = np.lexsort((self.pos[placed], code))
+        code, first_pos = code[o], self.pos[placed][o]
+        q = retractor * S + gslot
+        at = np.minimum(np.searchsorted(code, q), max(len(code) - 1, 0))
+        big = np.iinfo(np.int64).max
+        own = np.where((len(code) > 0) & (code[at] == q), first_pos[at], big) if len(code) else np.full(len(q), big)
+        need = own > self.pos[gone] + 1  # else implied for every read past the claim
+        gone, own = gone[need], own[need]
+        if len(gone) == 0:
+            return
+        top = int(self.pos.max()) + 2
+        code = h.pair_slot[gone] * top + self.pos[gone]
         o = np.argsort(code)
-        gone, code = gone[o], code[o]
-        lo = np.searchsorted(code, rs * big)
-        hi = np.searchsorted(code, rs * big + np.maximum(maxpos, 0))
+        gone, code, own = gone[o], code[o], own[o]
+        lo = np.searchsorted(code, rs * top)
+        hi = np.searchsorted(code, rs * top + np.maximum(maxpos, 0))
         cnt = np.where(maxpos > 0, hi - lo, 0)
         row = np.repeat(np.arange(len(cur)), cnt)
-        pair = gather(gone, lo, cnt)
-        out = ~self.held.member(row, pair)
-        row, pair = row[out], pair[out]
+        j = ranges(lo, cnt)
+        pair = gone[j]
+        keep = (own[j] > maxpos[row]) & ~self.held.member(row, pair)
+        row, pair = row[keep], pair[keep]
         self.edges.append(_edges(G.WR, "current-lacks-retracted", self.ret_txn[self.ret_off[pair]], reader[row],
                                  h.pair_slot[pair], pair, cur[row]))
+
 
     # ------------------------------------------------------------------ anomalies of current reads
 
@@ -1538,27 +1645,49 @@ class Inference:
     # ------------------------------------------------------------------ N1: replay inconsistency
 
     def _n1(self) -> None:
+        """Decisions of ok transactions on one question over one set of claims considered (as a
+        set), grouped by codes and a fingerprint of the set (checked exactly where choices differ):
+        a group that chose two ways is a replay inconsistency."""
         h = self.h
+        D = h.decisions
         dm = np.flatnonzero((h.m_f == DECIDE) & self.ok_txn[h.m_txn])
-        groups: dict = {}
-        for m in dm.tolist():
-            q, considered, chosen = h.decisions[int(h.m_val[m])]
-            groups.setdefault((q, frozenset(considered)), []).append((chosen, int(h.m_txn[m]), m))
+        if len(dm) < 2:
+            return
+        rows = h.m_val[dm]
+        n = len(rows)
+        lens = D.length[rows]
+        el = gather(D.elem, D.start[rows], lens)
+        rr = np.repeat(np.arange(n), lens)
+        V = max(len(D.values), 1)
+        u = np.unique(rr * V + el)  # the considered claims as a set, per decision
+        ur, ue = u // V, u % V
+        tag = np.random.default_rng(1).integers(1, 1 << 62, size=V, dtype=np.int64)
+        fp = np.zeros(n, np.int64)
+        np.add.at(fp, ur, tag[ue])
+        size = np.bincount(ur, minlength=n)
+        key = np.stack([D.q[rows], fp, size])
+        o = np.lexsort(key[::-1])
+        ks = key[:, o]
+        brk = np.r_[True, (ks[:, 1:] != ks[:, :-1]).any(axis=0), True]
+        starts = np.flatnonzero(brk[:-1])
+        ends = np.r_[starts[1:], n]
+        self.decisions_compared += int((ends - starts - 1).sum())
+        ch = D.chosen[rows][o]
+        differ = np.flatnonzero(np.maximum.reduceat(ch, starts) != np.minimum.reduceat(ch, starts))
         cases = []
-        for (q, considered), ds in groups.items():
-            if len(ds) < 2:
-                continue
-            self.decisions_compared += len(ds) - 1
-            choices: dict = {}
-            for chosen, t, m in ds:
-                choices.setdefault(chosen, (t, m))
-            if len(choices) < 2:
-                continue
-            picks = [{"chosen": c, "op": h.op(t), "mop": h.mop(m)} for c, (t, m) in choices.items()]
-            cases.append({"question": q, "considered": sorted(considered, key=str), "choices": picks,
-                          "explanation": f"question {_q(q)} over the same {len(considered)} claims was decided "
-                                         f"{len(choices)} ways ({', '.join(_q(c) for c in choices)}): a replay "
-                                         f"would not give the same answer"})
+        for g in differ.tolist():
+            groups: dict = {}
+            for i in o[starts[g]:ends[g]].tolist():
+                q, considered, chosen = D[int(rows[i])]
+                groups.setdefault((q, frozenset(considered)), {}).setdefault(chosen, int(dm[i]))
+            for (q, considered), choices in groups.items():
+                if len(choices) < 2:
+                    continue
+                picks = [{"chosen": c, "op": h.op(int(h.m_txn[m])), "mop": h.mop(m)} for c, m in choices.items()]
+                cases.append({"question": q, "considered": sorted(considered, key=str), "choices": picks,
+                              "explanation": f"question {_q(q)} over the same {len(considered)} claims was decided "
+                                             f"{len(choices)} ways ({', '.join(_q(c) for c in choices)}): a replay "
+                                             f"would not give the same answer"})
         self._add("N1", cases)
 
     def _add(self, typ: str, cases: list) -> None:

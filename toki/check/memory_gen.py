@@ -32,9 +32,18 @@ PLANTS = {"lost-update": "lost-update", "double-supersede": "double-supersede", 
 HEADER = {"type": "header", "multi_valued": ["*/tags"]}
 
 
+ENGINES = ("serializable", "snapshot")
+
+
 def simulate(n_txns: int, *, clients: int = 8, slots: int = 64, max_adds: int = 12, seed: int = 0,
-             fail_rate: float = 0.02, info_rate: float = 0.005) -> list[dict]:
-    """A strict-serializable memory history of ``n_txns`` transactions (header first)."""
+             fail_rate: float = 0.02, info_rate: float = 0.005, engine: str = "serializable") -> list[dict]:
+    """A memory history of ``n_txns`` transactions (header first). ``engine``: "serializable"
+    (each transaction takes effect atomically: strict serializable), or "snapshot" (a racy
+    engine: reads see the state as it was at the invocation, and the writes decided from them
+    are applied at the commit without any conflict check, so supersedes race: lost updates,
+    double supersedes, duplicate inserts, read skew)."""
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown engine {engine!r}", fix="one of " + ", ".join(ENGINES))
     rng = random.Random(seed)
     state: dict[str, dict] = {}
     active: list[str] = []
@@ -66,17 +75,19 @@ def simulate(n_txns: int, *, clients: int = 8, slots: int = 64, max_adds: int = 
             plan = (kind, s, rng.choice(active), f"{s}={st['claims']}")
             inv = {"type": "invoke", "process": c, "f": "txn", "value": _invoke_value(plan)}
             ops.append(inv)
-            busy[c] = [inv, plan, None]
+            snap = {x: {"current": list(state[x]["current"]), "audit": list(state[x]["audit"])}
+                    for x in {plan[1], plan[2]}} if engine == "snapshot" else None
+            busy[c] = [inv, plan, None, snap]
         elif b[2] is None:
             x = rng.random()
             if x < fail_rate:
                 b[2] = ("fail", b[0]["value"])
             elif x < fail_rate + info_rate:
                 if rng.random() < 0.5:
-                    _apply(b[1], state, active, new_slot, max_adds)
+                    _apply(b[1], state, active, new_slot, max_adds, b[3])
                 b[2] = ("info", b[0]["value"])
             else:
-                b[2] = ("ok", _apply(b[1], state, active, new_slot, max_adds))
+                b[2] = ("ok", _apply(b[1], state, active, new_slot, max_adds, b[3]))
         else:
             typ, value = b[2]
             ops.append({"type": typ, "process": c, "f": "txn", "value": value})
@@ -102,17 +113,20 @@ def _invoke_value(plan) -> list:
     return [["current", s, None]]
 
 
-def _apply(plan, state, active, new_slot, max_adds) -> list:
-    """Take the transaction's effect; return its completion value."""
+def _apply(plan, state, active, new_slot, max_adds, snap=None) -> list:
+    """Take the transaction's effect; return its completion value. With ``snap``, reads (and the
+    writes decided from them) come from the state at the invocation."""
     kind, s, s2, claim = plan
     st = state[s]
-    cur = list(st["current"])
+    seen = snap or state
+    cur = list(seen[s]["current"])
     if kind == "write":
         out = [["current", s, cur]]
         if not st["multi"]:
             for c in cur:
                 out.append(["retract", s, c])
-            st["current"] = []
+                if c in st["current"]:
+                    st["current"].remove(c)
         st["adds"] += 1
         st["current"].append(claim)
         st["audit"].append(claim)
@@ -124,13 +138,14 @@ def _apply(plan, state, active, new_slot, max_adds) -> list:
         out = [["current", s, cur]]
         if cur and st["multi"]:
             c = cur[len(cur) // 2]
-            st["current"].remove(c)
+            if c in st["current"]:
+                st["current"].remove(c)
             out.append(["retract", s, c])
         return out
     if kind == "recall":
-        return [["current", s, cur], ["current", s2, list(state[s2]["current"])]] if s2 != s else [["current", s, cur]]
+        return [["current", s, cur], ["current", s2, list(seen[s2]["current"])]] if s2 != s else [["current", s, cur]]
     if kind == "history":
-        return [["history", s, list(st["audit"])]]
+        return [["history", s, list(seen[s]["audit"])]]
     chosen = min(cur) if cur else None
     return [["current", s, cur], ["decide", f"about {s}", cur, chosen]]
 
