@@ -23,7 +23,8 @@ def run(args, out) -> int:
 
     rows, doc = [], []
     for name, info in ENGINES.items():
-        entry = {"name": name, "description": info.description, "installed": available(info)}
+        entry = {"name": name, "description": info.description, "installed": available(info),
+                 "executed": info.executed, "extra": info.extra}
         if entry["installed"]:
             try:
                 eng = load_engine(name)
@@ -38,7 +39,7 @@ def run(args, out) -> int:
         if "error" in entry:
             status = f"unavailable: {entry['error']}"
         elif not entry["installed"]:
-            status = "not installed (pip install 'toki[engines]')"
+            status = f"not installed ({info.install})"
         else:
             status = entry["version"].split(" (")[0]  # a model's version cites its sources at length
         rows.append((name, entry.get("system", "-"), entry.get("executed", "-"), status,

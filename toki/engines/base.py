@@ -13,6 +13,16 @@ class EngineInfo:
     factory: str  # module:attribute
     description: str
     needs: Sequence[str] = field(default_factory=tuple)  # import names the engine needs (extras)
+    executed: str = "real"  # "real" (the engine's own code) or "model": known without loading it
+    extra: str = "engines"  # the toki extra that installs what ``needs`` names
+
+    @property
+    def install(self) -> str:
+        """How to get the engine's code, for messages ("pip install 'toki[engines]'")."""
+        if self.extra in ("letta", "mem0-v1"):  # each in an environment of its own
+            return (f"pip install 'toki[{self.extra}]' in an environment of its own: python -m venv "
+                    f".venv-{self.extra} && .venv-{self.extra}/bin/pip install -e '.[test,{self.extra}]'")
+        return f"pip install 'toki[{self.extra}]'"
 
 
 class OnPostgres:

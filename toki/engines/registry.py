@@ -18,23 +18,34 @@ ENGINES: dict[str, EngineInfo] = {e.name: e for e in (
                "SodaMem with each call in one BEGIN IMMEDIATE transaction under the store lock (a wrapper fix)",
                ("sodamem",)),
     EngineInfo("atommem", "toki.engines.atommem_model:atommem",
-               "AtomMem, a model of its published code (whole-file JSON load and save)"),
+               "AtomMem, a model of its published code (whole-file JSON load and save)", executed="model"),
     EngineInfo("atommem-atomic", "toki.engines.atommem_model:atommem_atomic",
-               "the AtomMem model with a lock held from load to save and atomic replace (a fix)"),
+               "the AtomMem model with a lock held from load to save and atomic replace (a fix)", executed="model"),
     EngineInfo("letta", "toki.engines.models.letta:letta",
                "Letta's memory blocks, a model of its public code (step-start load, last-writer-wins flush, "
-               "optimistic version check at flush only)"),
+               "optimistic version check at flush only); letta-sqlite and letta-postgres run the real code",
+               executed="model"),
+    EngineInfo("letta-sqlite", "toki.engines.letta_engine:letta_sqlite",
+               "Letta (PyPI letta 0.16.8, the Python server), its unmodified agent, block and tool-executor "
+               "services on SQLite (aiosqlite)", ("letta", "aiosqlite"), extra="letta"),
+    EngineInfo("letta-postgres", "toki.engines.letta_engine:letta_postgres",
+               "Letta (PyPI letta 0.16.8, the Python server), its unmodified agent, block and tool-executor "
+               "services on PostgreSQL (psycopg 3, async)", ("letta", "pgvector"), extra="letta"),
     EngineInfo("mirix", "toki.engines.models.mirix:mirix",
-               "MIRIX's semantic memory agent, a model of its public code (delete old ids then insert, hard delete)"),
+               "MIRIX's semantic memory agent, a model of its public code (delete old ids then insert, hard delete)", executed="model"),
     EngineInfo("comparator", "toki.engines.models.comparator:comparator",
-               "the judge-free comparator (WorldDB): one serializable transaction per write, bitemporal, audited"),
+               "the judge-free comparator (WorldDB): one serializable transaction per write, bitemporal, audited", executed="model"),
+    EngineInfo("mem0-v1", "toki.engines.mem0_v1_engine:mem0_v1",
+               "mem0 1.0.x (PyPI mem0ai 1.0.11, the paper's mem0 v2), its unmodified Memory on PostgreSQL+pgvector "
+               "and a SQLite history, in an environment of its own (mem0ai 2.x shares its import name)",
+               ("mem0", "psycopg_pool"), extra="mem0-v1"),
     EngineInfo("mem0-v2", "toki.engines.models.mem0_v2:mem0_v2",
-               "mem0 1.0.x (ADD/UPDATE/DELETE/NONE judge), a model of its public code"),
+               "mem0 1.0.x (ADD/UPDATE/DELETE/NONE judge), a model of its public code", executed="model"),
     EngineInfo("graphiti", "toki.engines.graphiti_engine:graphiti",
                "Graphiti (PyPI graphiti-core), its unmodified add_episode on embedded Kuzu", ("graphiti_core", "kuzu")),
     EngineInfo("zep", "toki.engines.graphiti_engine:zep",
                "Zep CE's graph write path, a model: Graphiti's real add_episode in server mode (one worker per agent)",
-               ("graphiti_core", "kuzu")),
+               ("graphiti_core", "kuzu"), executed="model"),
     EngineInfo("toki", "toki.engines.toki_engine:toki_engine",
                "TOKI's own write path (each operator at and below its precondition) on PostgreSQL"),
     EngineInfo("mem0", "toki.engines.mem0_engine:mem0", "mem0 (PyPI mem0ai 2.x), its unmodified code on PostgreSQL+pgvector and a SQLite history", ("mem0",)),
@@ -64,7 +75,7 @@ def load_engine(name: str | None = None, module: str | None = None):
         info = ENGINES[name]
         if not available(info):
             raise ConfigError(f"engine {name} needs {', '.join(info.needs)}, which is not installed",
-                              fix="pip install 'toki[engines]'")
+                              fix=info.install)
         spec = info.factory
     if ":" not in spec:
         raise ConfigError(f"engine module {spec!r} is not of the form module:factory",
