@@ -266,9 +266,9 @@ class SodaMemClient:
         self.engine.run_call(self.mem, ingest)
 
     def _facts(self, slot: str, active_only: bool) -> list[str]:
+        # SodaMem lists a user's facts in the order it stored them (rowid): the audit history's order.
         facts = [f for f in self.mem.store.get_all_fact_events(slot, active_only=active_only)
                  if f.predicate_canonical == "lives_in"]
-        facts.sort(key=lambda f: (f.created_at or 0, f.fact_id))
         return [(f.object_entity_ids or [""])[0] for f in facts]
 
     def current(self, slot: str) -> list[str]:
