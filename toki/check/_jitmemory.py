@@ -403,7 +403,7 @@ def scan(b, a, n, keep_invokes, counts, op_start, op_end, typ, process, client, 
                     # the third element: a claim, a list of claims, or null
                     lists = f == _CURRENT or f == _HISTORY or f == _DECIDE
                     if lists:
-                        if _is(b, i, i + 4, w_null) and f != _DECIDE:
+                        if _is(b, i, i + 4, w_null):  # a read, or what a decision considers: not known yet
                             m_nil[nmops] = True
                             i += 4
                             count = -1
@@ -564,8 +564,8 @@ def scan(b, a, n, keep_invokes, counts, op_start, op_end, typ, process, client, 
                         if nd >= len(d_q):
                             return (FULL, F_DECISIONS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
                         d_q[nd] = slot_tok
-                        d_start[nd] = nde - count
-                        d_len[nd] = count
+                        d_start[nd] = nde - max(count, 0)
+                        d_len[nd] = max(count, 0)
                         d_chosen[nd] = chosen
                         m_val[nmops] = nd
                         nd += 1
@@ -606,7 +606,7 @@ def scan(b, a, n, keep_invokes, counts, op_start, op_end, typ, process, client, 
             if typ[o] == _T_OK and not has_value[o]:
                 return (BAIL, 0, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
             for k in range(m0, nmops):
-                if m_f[k] == _RETRACT and m_nil[k] and typ[o] == _T_OK:
+                if (m_f[k] == _RETRACT or m_f[k] == _DECIDE) and m_nil[k] and typ[o] == _T_OK:
                     return (BAIL, 0, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
             nm[o] = nmops - m0
         op_end[o] = i

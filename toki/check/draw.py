@@ -19,6 +19,7 @@ COLOURS = {"ww": "#f58518", "wr": "#4c78a8", "rw": "#d62728", "process": "#7f7f7
 _W, _H = 128, 44          # a transaction's box
 _LINE = 16                # legend line height
 _WRAP = 118               # legend characters per line
+_OP_LINES = 4             # legend lines per transaction's op at most
 
 
 def cycle_cases(result: dict):
@@ -85,10 +86,14 @@ def cycle_svg(case: dict, title: str = "") -> str:
         col = COLOURS.get(typ, "#333333")
         body.append(f'<path d="M {sx:.1f} {sy:.1f} Q {qx:.1f} {qy:.1f} {ex:.1f} {ey:.1f}" fill="none" '
                     f'stroke="{col}" stroke-width="2" marker-end="url(#a-{typ if typ in COLOURS else "ww"})"/>')
-        lx, ly = (sx + 2 * qx + ex) / 4, (sy + 2 * qy + ey) / 4
+        # the label on the outer side of the arc's middle, anchored away from it
+        lx, ly = (sx + 2 * qx + ex) / 4 + nx * 6, (sy + 2 * qy + ey) / 4 + ny * 6 + (8 if ny > 0.3 else 0)
+        anchor = "start" if nx > 0.3 else "end" if nx < -0.3 else "middle"
         label = typ + (f" {_short(_key_of(st), 22)}" if _key_of(st) else "")
-        body.append(f'<text x="{lx:.1f}" y="{ly:.1f}" text-anchor="middle" font-size="12" fill="{col}" '
-                    f'font-weight="bold" stroke="white" stroke-width="3" paint-order="stroke">{escape(label)}</text>')
+        for halo in (True, False):  # a white halo under the label, then the label (no paint-order needed)
+            paint = 'fill="white" stroke="white" stroke-width="4"' if halo else f'fill="{col}"'
+            body.append(f'<text x="{lx:.1f}" y="{ly:.1f}" text-anchor="{anchor}" font-size="12" font-weight="bold" '
+                        f'{paint}>{escape(label)}</text>')
     for i, (x, y) in enumerate(pts):
         op = ops[i] if i < len(ops) else {}
         sub = f"op {op.get('index', '?')} · p{op.get('process', '?')} · {op.get('type', '?')}" if op else ""
@@ -108,8 +113,11 @@ def cycle_svg(case: dict, title: str = "") -> str:
     for i, name in enumerate(names):
         if i < len(ops):
             value = json.dumps(ops[i].get("value"), ensure_ascii=False)
-            lines.append((_short(f"{name} = op {ops[i].get('index')} ({ops[i].get('type')}, process "
-                                 f"{ops[i].get('process')}): {value}", _WRAP + 20), "#333"))
+            text = f"{name} = op {ops[i].get('index')} ({ops[i].get('type')}, process {ops[i].get('process')}): {value}"
+            parts = textwrap.wrap(text, _WRAP, subsequent_indent="    ")
+            if len(parts) > _OP_LINES:
+                parts = parts[:_OP_LINES - 1] + [_short(parts[_OP_LINES - 1] + " " + " ".join(parts[_OP_LINES:]), _WRAP)]
+            lines += [(part, "#333") for part in parts]
     y0 = cy + r + _H + 40
     for k, (text, col) in enumerate(lines):
         body.append(f'<text x="20" y="{y0 + k * _LINE:.1f}" font-size="12" font-family="monospace" '

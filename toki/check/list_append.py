@@ -454,7 +454,8 @@ def analyse(h: History) -> dict:
     # --- per (txn, key) groups: future-read, internal, lost-update ---
     a_oi = order_index(acode)   # position of each append in the order
     mop_opos = np.full(M, -1, np.int64)
-    mop_opos[ai] = np.where(a_oi >= 0, opos[np.maximum(a_oi, 0)], -1)
+    if nO:  # (no version order at all: every append failed, or was made twice to a key no read shows)
+        mop_opos[ai] = np.where(a_oi >= 0, opos[np.maximum(a_oi, 0)], -1)
     mop_rlen = np.full(M, -1, np.int64)
     mop_rlen[ri] = rlen
     gr = Groups(h, mop_rlen)

@@ -136,7 +136,7 @@ class MemoryHistory:
         f = int(self.m_f[m])
         if f == DECIDE:
             q, considered, chosen = self.decisions[int(self.m_val[m])]
-            return ["decide", q, considered, chosen]
+            return ["decide", q, None if self.m_nil[m] else considered, chosen]
         s = self.slots[int(self.m_slot[m])]
         if f in (ADD, RETRACT):
             return [F_NAMES[f], s, None if self.m_nil[m] else self.pair_claim[int(self.m_val[m])]]
@@ -523,12 +523,18 @@ class _Columns:
         if dec.any():
             di = np.flatnonzero(dec)
             ds = [flat[i] for i in di.tolist()]
-            for _, q, considered, chosen in ds:
+            dt = mtype[di]
+            for (_, q, considered, chosen), ty in zip(ds, dt.tolist()):
+                if considered is None and ty != OK:  # an invocation's: not known yet
+                    continue
                 if type(q) not in _IDS or type(considered) is not list or not set(map(type, considered)) <= _IDS \
                         or type(chosen) not in (str, int, type(None)):
                     raise TypeError("decision")
+            if any(type(d[1]) not in _IDS for d in ds):
+                raise TypeError("decision")
             val[di] = len(self.decisions) + np.arange(len(di))
-            self.decisions += [(d[1], d[2], d[3]) for d in ds]
+            nil[di] = [d[2] is None for d in ds]
+            self.decisions += [(d[1], d[2] or [], d[3]) for d in ds]
             sl = np.flatnonzero(~dec).tolist()
             flat = [flat[i] for i in sl]
         else:
@@ -536,6 +542,8 @@ class _Columns:
         if flat:
             ss = list(map(itemgetter(1), flat))
             xs = list(map(itemgetter(2), flat))
+            if not set(map(type, ss)) <= _IDS:
+                raise TypeError("slot")
             sc = np.array(it.slot_codes(ss), np.int64)
             fs = f if sl is None else f[sl]
             wr = fs <= RETRACT
@@ -981,6 +989,8 @@ def _validate_slow(ops: list, shift: int, lines: list | None = None) -> None:
                 _, q, considered, chosen = mop
                 if not _is_id(q):
                     _fail(ops, i, shift, f"micro-op {j} decides the question {q!r}", "a question is a string or integer")
+                if considered is None and op["type"] != "ok":
+                    continue
                 if not isinstance(considered, list) or not all(_is_id(c) for c in considered):
                     _fail(ops, i, shift, f"micro-op {j} considered {considered!r}, not a list of claims",
                           f"write it as {SHAPES['decide']}; {ids}")
@@ -1761,7 +1771,7 @@ def _from_audit(h: MemoryHistory, found: dict, sel: np.ndarray) -> dict[str, lis
             elif typ == "incompatible-order":
                 s = h.slot(int(c["key"]))
                 a, b = (mop(m) for m in c["values"])
-                d = {"slot": s, "reads": [a, b],
+                d = {"slot": s, "reads": [a, b], "ops": [h.op(int(h.m_txn[int(sel[m])])) for m in c["values"]],
                      "explanation": f"two history reads of {_q(s)} disagree on its order: neither is a prefix "
                                     f"of the other"}
             elif typ == "dirty-update":
