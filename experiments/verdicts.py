@@ -43,6 +43,9 @@ PAPER = {
     "mem0": ("A", "A", "A"),  # mem0 2.x is the paper's "mem0 v3"
     "graphiti": ("A", "-", "A"),
     "letta": ("-", "A", "A"),
+    "letta-sqlite": ("-", "A", "A"),
+    "letta-postgres": ("-", "A", "A"),
+    "mem0-v1": ("-", "-", "A"),  # mem0 1.0.x is the paper's "mem0 v2"
     "zep": ("-", "A", "A"),
     "mirix": ("A", "A", "-"),
     "comparator": ("X", "X", "X"),  # the paper's judge-free WorldDB
@@ -55,8 +58,11 @@ VARIANTS = {
     ("zep", "N1"): ("toki.engines.graphiti_engine:zep_rejudge",
                     "resolve_edge at temperature 1, Graphiti's own setting for that call"),
 }
-SYSTEMS = ("toki", "sodamem", "atommem", "mem0", "mem0-v2", "graphiti", "zep", "letta", "mirix", "langmem",
-           "langmem-postgres", "comparator")
+# Letta and mem0 1.0.x run for real where their extras are installed (each in an environment of its own:
+# letta-sqlite, letta-postgres, mem0-v1); their models (letta, mem0-v2) are the rows an environment without
+# them executes. memori, a-mem and cognee are rows naming what blocks them (toki.engines.blocked).
+SYSTEMS = ("toki", "sodamem", "atommem", "mem0", "mem0-v1", "mem0-v2", "graphiti", "zep", "letta-sqlite",
+           "letta-postgres", "letta", "mirix", "langmem", "langmem-postgres", "memori", "a-mem", "cognee", "comparator")
 
 
 def add_arguments(p) -> None:
@@ -179,7 +185,7 @@ def run(args, out) -> dict:
             info = ENGINES[name]
             try:
                 if not available(info):
-                    raise ConfigError(f"{name} needs {', '.join(info.needs)}", fix="pip install 'toki[engines]'")
+                    raise ConfigError(f"{name} needs {', '.join(info.needs)}", fix=info.install)
                 engine = load_engine(name)
             except TokiError as e:
                 rows.extend({"system": name, "engine": name, "version": None, "executed": None, "anomaly": a, "verdict": "abstains",

@@ -25,7 +25,7 @@ def run(args, out) -> int:
     for name, info in ENGINES.items():
         entry = {"name": name, "description": info.description, "installed": available(info),
                  "executed": info.executed, "extra": info.extra}
-        if entry["installed"]:
+        if entry["installed"] or info.executed == "blocked":
             try:
                 eng = load_engine(name)
             except TokiError as e:
@@ -36,14 +36,18 @@ def run(args, out) -> int:
                              executed=getattr(eng, "executed", "real"),
                              scenarios={k: s.description for k, s in eng.scenarios.items()})
         doc.append(entry)
-        if "error" in entry:
+        if "error" in entry and info.executed == "blocked":  # the blocker in full is in --json
+            status = "blocked (why: toki engines list --json)"
+        elif "error" in entry:
             status = f"unavailable: {entry['error']}"
         elif not entry["installed"]:
             status = f"not installed ({info.install})"
         else:
             status = entry["version"].split(" (")[0]  # a model's version cites its sources at length
-        rows.append((name, entry.get("system", "-"), entry.get("executed", "-"), status,
-                     len(entry.get("scenarios", {})) or "-", info.description))
+        from rich.markup import escape  # "toki[letta]" is not markup
+
+        rows.append((name, entry.get("system", "-"), entry.get("executed", "-"), escape(status),
+                     len(entry.get("scenarios", {})) or "-", escape(info.description)))
     if args.json is not None:
         emit_json(doc, out, None if args.json == "-" else args.json)
         return 0

@@ -15,6 +15,7 @@ class EngineInfo:
     needs: Sequence[str] = field(default_factory=tuple)  # import names the engine needs (extras)
     executed: str = "real"  # "real" (the engine's own code) or "model": known without loading it
     extra: str = "engines"  # the toki extra that installs what ``needs`` names
+    release: tuple[str, str] | None = None  # (distribution, version prefix) the engine runs, e.g. ("letta", "0.16.")
 
     @property
     def install(self) -> str:

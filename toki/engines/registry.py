@@ -27,10 +27,11 @@ ENGINES: dict[str, EngineInfo] = {e.name: e for e in (
                executed="model"),
     EngineInfo("letta-sqlite", "toki.engines.letta_engine:letta_sqlite",
                "Letta (PyPI letta 0.16.8, the Python server), its unmodified agent, block and tool-executor "
-               "services on SQLite (aiosqlite)", ("letta", "aiosqlite"), extra="letta"),
+               "services on SQLite (aiosqlite)", ("letta", "aiosqlite"), extra="letta", release=("letta", "0.16.")),
     EngineInfo("letta-postgres", "toki.engines.letta_engine:letta_postgres",
                "Letta (PyPI letta 0.16.8, the Python server), its unmodified agent, block and tool-executor "
-               "services on PostgreSQL (psycopg 3, async)", ("letta", "pgvector"), extra="letta"),
+               "services on PostgreSQL (psycopg 3, async)", ("letta", "pgvector"), extra="letta",
+               release=("letta", "0.16.")),
     EngineInfo("mirix", "toki.engines.models.mirix:mirix",
                "MIRIX's semantic memory agent, a model of its public code (delete old ids then insert, hard delete)", executed="model"),
     EngineInfo("comparator", "toki.engines.models.comparator:comparator",
@@ -38,7 +39,7 @@ ENGINES: dict[str, EngineInfo] = {e.name: e for e in (
     EngineInfo("mem0-v1", "toki.engines.mem0_v1_engine:mem0_v1",
                "mem0 1.0.x (PyPI mem0ai 1.0.11, the paper's mem0 v2), its unmodified Memory on PostgreSQL+pgvector "
                "and a SQLite history, in an environment of its own (mem0ai 2.x shares its import name)",
-               ("mem0", "psycopg_pool"), extra="mem0-v1"),
+               ("mem0", "psycopg_pool"), extra="mem0-v1", release=("mem0ai", "1.0.")),
     EngineInfo("mem0-v2", "toki.engines.models.mem0_v2:mem0_v2",
                "mem0 1.0.x (ADD/UPDATE/DELETE/NONE judge), a model of its public code", executed="model"),
     EngineInfo("graphiti", "toki.engines.graphiti_engine:graphiti",
@@ -55,11 +56,31 @@ ENGINES: dict[str, EngineInfo] = {e.name: e for e in (
     EngineInfo("langmem-postgres", "toki.engines.langmem_engine:langmem_postgres",
                "LangMem (PyPI langmem), its unmodified memory manager on LangGraph's PostgresStore (pgvector)",
                ("langmem", "langgraph.store.postgres")),
+    # Checked and not certifiable here: each names its blocker (toki.engines.blocked), never a silent gap.
+    EngineInfo("memori", "toki.engines.blocked:memori",
+               "Memori (PyPI memori 3.3.6): blocked, its memories are written by its own background threads after a "
+               "hosted extraction call", executed="blocked"),
+    EngineInfo("a-mem", "toki.engines.blocked:a_mem",
+               "A-MEM (PyPI a-mem 0.2.6): blocked, ChromaDB's native store and a downloaded sentence-transformers model",
+               executed="blocked"),
+    EngineInfo("cognee", "toki.engines.blocked:cognee",
+               "cognee (PyPI cognee 1.6.5): blocked, every graph and vector store it ships is native, asyncpg or a "
+               "network client", executed="blocked"),
 )}
 
 
 def available(info: EngineInfo) -> bool:
-    return all(importlib.util.find_spec(n) is not None for n in info.needs)
+    """The engine's code is installed here (a blocked engine never is: loading it names its blocker)."""
+    if info.executed == "blocked" or not all(importlib.util.find_spec(n) is not None for n in info.needs):
+        return False
+    if info.release is not None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version(info.release[0]).startswith(info.release[1])
+        except PackageNotFoundError:
+            return False
+    return True
 
 
 def load_engine(name: str | None = None, module: str | None = None):
@@ -73,9 +94,12 @@ def load_engine(name: str | None = None, module: str | None = None):
             raise ConfigError(f"unknown engine {name!r}", fix="choose one of " + ", ".join(ENGINES)
                               + ", or plug your own in with --engine-module pkg.mod:factory")
         info = ENGINES[name]
+        if info.executed == "blocked":  # its factory raises the ConfigError that names the blocker
+            mod_name, _, attr = info.factory.partition(":")
+            getattr(importlib.import_module(mod_name), attr)()
         if not available(info):
-            raise ConfigError(f"engine {name} needs {', '.join(info.needs)}, which is not installed",
-                              fix=info.install)
+            what = f"{info.release[0]} {info.release[1]}x" if info.release else ", ".join(info.needs)
+            raise ConfigError(f"engine {name} needs {what}, which is not installed here", fix=info.install)
         spec = info.factory
     if ":" not in spec:
         raise ConfigError(f"engine module {spec!r} is not of the form module:factory",
