@@ -32,8 +32,10 @@ BLOCKERS: dict[str, tuple[str, str, str]] = {
         "a-mem 0.2.6 (PyPI, agentic_memory)",
         "its store is ChromaDB's PersistentClient (agentic_memory/retrievers.py ChromaRetriever.__init__: "
         "chromadb.PersistentClient(path=...)): chromadb's Rust core writes its SQLite and HNSW files from native "
-        "code, which no intercepted call grants, so toki refuses the run (a file under the run's folder changed "
-        "between steps); and the embedder is built there from a model name, "
+        "code, which no intercepted call grants, so toki refuses the run (observed with chromadb 1.5.9: two agents "
+        "adding to one PersistentClient collection are unverifiable, its HNSW files data_level0.bin, header.bin, "
+        "length.bin and link_lists.bin changed while no agent held a granted call; tests/test_engines_blocked.py); "
+        "and the embedder is built there from a model name, "
         "SentenceTransformerEmbeddingFunction(model_name='all-MiniLM-L6-v2'), downloaded from Hugging Face at first "
         "use, with no argument to pass another embedding function (AgenticMemorySystem passes only model_name "
         "through): not offline",
