@@ -1,5 +1,8 @@
 """Bounded-exhaustive search of a scenario's interleavings: a certificate within a bound, not a sample.
 
+The tree and its reduction (this module); the strategy that walks it bound by bound and cuts it
+into shards is :class:`toki.harness.strategies.Exhaustive`.
+
 Every interleaving of the agents with at most ``bound`` (K) *preemptions* is run once, by
 stateless model checking: each schedule re-executes the scenario from fresh storage
 (:meth:`~toki.harness.trial.TrialRunner.trial`), following a prefix of decisions and then a
@@ -50,6 +53,7 @@ from dataclasses import dataclass, field
 from toki.errors import ConfigError
 from toki.harness.controller import Chooser, StepRecord, Unverifiable, context_switches
 from toki.harness.locks import InstrumentedLock
+from toki.harness.search import OutOfTime, Runs
 from toki.harness.trial import TrialResult, TrialRunner
 
 
@@ -450,14 +454,19 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
     res = ExploreResult(None, 0, 0, False, bound, 0.0)
     if time_limit_s is not None:
         deadline = min(time.monotonic() + time_limit_s, deadline if deadline is not None else float("inf"))
+    runs = Runs(runner, want=want, deadline=deadline)
     while not (max_runs is not None and res.explored >= max_runs):
-        if deadline is not None and time.monotonic() >= deadline:
+        if runs.past():  # a walk through the record takes time too
             res.out_of_time = True
             break
         chooser = ExploringChooser(tree)
         known = memo is not None and memo.replay(chooser)
         if not known:
-            r = runner.trial(chooser)
+            try:
+                r, hit = runs.trial(chooser)
+            except OutOfTime:
+                res.out_of_time = True
+                break
             if memo is not None and memo.recording:
                 memo.add(chooser.log)
         chooser.check_followed()
@@ -469,7 +478,6 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
             continue
         res.explored += 1
         res.outcomes.add(r.outcome.key)
-        hit = not r.serializable and (want is None or want(r))
         if on_run is not None:
             on_run(res.explored, hit)
         if hit:

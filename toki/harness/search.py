@@ -1,31 +1,181 @@
-"""Search, shrink and replay interleavings of an engine scenario.
+"""The one search loop: the strategy protocol, the loop every strategy runs in, and its one result.
 
-Hypothesis draws a *tape* (:class:`~toki.harness.controller.TapeChooser`): a switching rate,
-then one small integer per scheduling decision (low values continue the agent that ran last,
-high ones switch). The tape is as long as the serial runs have decisions (with headroom);
-shrinking lowers entries to 0, so a found anomaly shrinks toward the fewest context switches.
-The witness is the concrete grant sequence of the shrunk run, which
-:class:`~toki.harness.controller.ReplayChooser` re-executes exactly.
+A *strategy* decides which interleavings to run (:mod:`toki.harness.strategies`, one file each:
+:class:`~toki.harness.strategies.Random`, :class:`~toki.harness.strategies.Pct`,
+:class:`~toki.harness.strategies.Exhaustive`, :class:`~toki.harness.strategies.Replay`). It is
+handed a :class:`Runs`, the loop's body that every strategy shares: one run under a chooser,
+judged against the serial outcomes (``want`` narrows which anomalies count), refused once the
+deadline has passed (:class:`OutOfTime`), with the progress callback. :func:`run` runs a strategy
+and returns its :class:`Searched`, the one result every strategy gives, with the fields of a
+verdict's ``search`` object (:meth:`Searched.to_json`). Shuttle's shape: schedulers behind one
+trait, run by one ``Runner``, except that :class:`~toki.harness.strategies.Random` keeps
+Hypothesis driving its own runs (Hypothesis calls the test, not the other way round): it still
+makes every run through :meth:`Runs.trial`.
+
+For one release the functions this module used to hold stay, as thin wrappers over the
+strategies: :func:`search` (random, :class:`SearchResult`), :func:`certify_search` (a mode string
+and an overloaded ``bound``: :class:`Certificate`), :func:`exhaustive_part`,
+:func:`exhaustive_verdict`, :func:`first_hit` and :func:`replay`. New code names a strategy.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-
-from hypothesis import HealthCheck, Phase, find, settings
-from hypothesis import strategies as st
-from hypothesis.errors import NoSuchExample, Unsatisfiable
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from toki.harness.controller import ReplayChooser, TapeChooser, context_switches  # noqa: F401 - re-exported
 from toki.harness.trial import TrialResult, TrialRunner
-from toki.errors import ConfigError
 
+
+class OutOfTime(BaseException):
+    """Ends a search at its deadline. A BaseException, as KeyboardInterrupt is, so that Hypothesis
+    passes it straight up instead of taking it for a failing example to shrink."""
+
+
+_OutOfTime = OutOfTime  # its former name
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+class Runs:
+    """The loop's body, the same for every strategy: a run under a chooser, judged, refused past
+    the deadline (a :func:`time.monotonic` time), and the progress callback ``on_run(runs so far,
+    anomalous)``. ``want`` narrows which anomalous runs count (an experiment's one anomaly)."""
+
+    def __init__(self, runner: TrialRunner, *, want: Callable[[TrialResult], bool] | None = None,
+                 on_run: Callable[[int, bool], None] | None = None, deadline: float | None = None):
+        self.runner, self.want, self.on_run, self.deadline = runner, want, on_run, deadline
+
+    def serial_outcomes(self) -> dict[str, list[str]]:
+        """The serial orders' outcomes, every verdict's yardstick (run once per runner)."""
+        return self.runner.serial_outcomes()
+
+    def past(self) -> bool:
+        """Has the deadline passed?"""
+        return _past(self.deadline)
+
+    def hit(self, r: TrialResult) -> bool:
+        """Does the run count as an anomaly: not serializable, and one ``want`` accepts?"""
+        return not r.serializable and (self.want is None or self.want(r))
+
+    def trial(self, chooser) -> tuple[TrialResult, bool]:
+        """One run under ``chooser`` and whether it is an anomaly; :class:`OutOfTime` once the
+        deadline has passed (the run is not made)."""
+        if _past(self.deadline):
+            raise OutOfTime
+        r = self.runner.trial(chooser)
+        return r, self.hit(r)
+
+    def replay(self, grants) -> TrialResult:
+        """Re-execute a run already found from its grants (never cut short by the deadline)."""
+        return self.runner.trial(ReplayChooser(grants))
+
+    def report(self, n: int, hit: bool) -> None:
+        if self.on_run is not None:
+            self.on_run(n, hit)
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """What the loop needs of a search strategy. A strategy is a frozen value (it travels to the
+    worker processes of a sharded search) that names its own parameters, so no mode string and
+    no overloaded bound: ``Exhaustive(preemptions=2)``, ``Pct(depth=3, runs=100)``,
+    ``Random(budget=100, seed=0)``, ``Replay(grants)``. Also read, with defaults in
+    :class:`~toki.harness.strategies.Base`: ``budget`` and ``seed`` (recorded in a verdict and its
+    witness), ``describe()`` and ``examples()`` (what ``toki certify`` prints)."""
+
+    mode: ClassVar[str]  # the strategy's name in a verdict's search object ("random", "pct", ...)
+
+    def search(self, runs: Runs) -> "Searched":
+        """Make the runs, each through ``runs.trial``, and say what they found and certify."""
+
+    def head(self) -> dict:
+        """The search object's first fields: ``mode``, and ``bound`` as the JSON has always named
+        the strategy's own parameter (Exhaustive's preemptions, Pct's depth; None for the others)."""
+
+
+@dataclass(frozen=True)
+class Searched:
+    """What a search found and what its verdict rests on: the one result of every strategy.
+
+    ``explored`` runs were judged (for an exhaustive search, distinct interleavings; ``pruned``
+    more were skipped as equivalent), ``complete`` says the strategy's whole space was covered
+    (only an exhaustive search can), ``guarantee`` says in words what the search shows, and
+    ``out_of_time`` whether the deadline ended it (None: it had no deadline, and the search object
+    says nothing). ``shrinks`` counts the runs spent shrinking a found anomaly, ``anomalous`` the
+    anomalous runs of a search that went on past the first (None: it stopped), ``shards`` the
+    parts a sharded search was cut into, ``runs`` a replay's runs, ``detail`` what only one
+    strategy knows (a random search's tape and switching rate, PCT's steps and agents)."""
+
+    strategy: Any
+    found: TrialResult | None
+    explored: int = 0
+    guarantee: str | None = None
+    pruned: int = 0
+    complete: bool = False
+    out_of_time: bool | None = None
+    shrinks: int = 0
+    anomalous: int | None = None
+    shards: int = 1
+    runs: tuple[TrialResult, ...] = ()
+    detail: dict = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    @property
+    def admits(self) -> bool:
+        return self.found is not None
+
+    @property
+    def mode(self) -> str:
+        return self.strategy.mode
+
+    @property
+    def tried(self) -> int:  # Certificate's name for it
+        return self.explored
+
+    @property
+    def search(self) -> dict:  # Certificate's name for it
+        return self.to_json()
+
+    def to_json(self) -> dict:
+        """The verdict row's ``search`` object."""
+        doc = {**self.strategy.head(), "explored": self.explored, "pruned": self.pruned, "complete": self.complete,
+               "guarantee": self.guarantee}
+        if self.anomalous is not None:
+            doc["anomalous"] = self.anomalous
+        if self.out_of_time is not None:
+            doc["out_of_time"] = self.out_of_time
+        if self.shards > 1:
+            doc["shards"] = self.shards
+        return doc
+
+
+def run(runner: TrialRunner, strategy: Strategy, *, want: Callable[[TrialResult], bool] | None = None,
+        on_run: Callable[[int, bool], None] | None = None, deadline: float | None = None) -> Searched:
+    """Search ``runner``'s scenario with ``strategy`` until it is done, or until ``deadline`` (a
+    :func:`time.monotonic` time): a search the deadline ends says ``out_of_time``, and certifies
+    nothing. ``want`` narrows which anomalies count; ``on_run(runs so far, anomalous)`` follows
+    the runs."""
+    t0 = time.perf_counter()
+    res = strategy.search(Runs(runner, want=want, on_run=on_run, deadline=deadline))
+    return replace(res, elapsed_s=time.perf_counter() - t0)
+
+
+def timed(deadline: float | None, out_of_time: bool) -> bool | None:
+    """``out_of_time`` for a :class:`Searched`: None when there was no deadline."""
+    return None if deadline is None else out_of_time
+
+
+# -- the former API, for one release --------------------------------------------------------------
 
 @dataclass
 class SearchResult:
+    """A random search's result, as :func:`search` gave it (new code: :class:`Searched`)."""
+
     engine: str
     scenario: str
     budget: int
@@ -44,125 +194,18 @@ class SearchResult:
         return self.found is not None
 
 
-class _OutOfTime(BaseException):
-    """Ends a Hypothesis search at its deadline. A BaseException, as KeyboardInterrupt is, so that
-    Hypothesis passes it straight up instead of taking it for a failing example to shrink."""
-
-
-def _past(deadline: float | None) -> bool:
-    return deadline is not None and time.monotonic() >= deadline
-
-
 def search(runner: TrialRunner, *, budget: int, seed: int = 0, shrink: bool = True,
            on_trial: Callable[[int, bool], None] | None = None,
            want: Callable[[TrialResult], bool] | None = None, deadline: float | None = None) -> SearchResult:
-    """Search ``budget`` interleavings for an anomaly (``want`` narrows which ones count), until
-    ``deadline`` (a :func:`time.monotonic` time) at the latest: a search it ends says
-    ``out_of_time``, and an anomaly found before it is reported as shrunk so far."""
-    if budget < 1:
-        raise ConfigError(f"budget {budget} must be at least 1", fix="pass --budget 100 or more")
-    t0 = time.perf_counter()
-    serial = runner.serial_outcomes()
-    decisions = max(len(runner.last_serial_grants or []), 8)
-    res = SearchResult(runner.engine.name, runner.scenario.name, budget, seed,
-                       serial_orders=sum(len(v) for v in serial.values()))
-    generating = True
-    rate = 1
-    # The run that was judged is the one reported: running its tape again would be a new run,
-    # which an engine with a timing-dependent path (a pool, a flusher) need not repeat.
-    hits: dict[tuple[int, ...], TrialResult] = {}
+    """Search ``budget`` random interleavings (``run(runner, Random(budget, seed, shrink=shrink))``)."""
+    from toki.harness.strategies.random import Random
 
-    def hit(r: TrialResult) -> bool:
-        return not r.serializable and (want is None or want(r))
-
-    def anomalous(tape: list[int]) -> bool:
-        nonlocal generating
-        if tuple(tape) in hits:
-            # Hypothesis runs the example it reports once more, to confirm it; a run need not
-            # repeat (LangMem under CI load did not: FlakyFailure, and the search crashed). The
-            # judged run stands, and is not run again.
-            return True
-        if _past(deadline):
-            raise _OutOfTime
-        r = runner.trial(TapeChooser(tape, rate))
-        if generating:
-            res.tried += 1
-        else:
-            res.shrinks += 1
-        if on_trial:
-            on_trial(res.tried, hit(r))
-        if hit(r):
-            generating = False  # after the first hit, every call is a shrink
-            hits[tuple(tape)] = r
-        return hit(r)
-
-    tape_st = st.lists(st.integers(0, TapeChooser.SPAN - 1), min_size=2 * decisions, max_size=2 * decisions)
-    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
-    tape = None
-    # The budget is split over four switching rates (1/2, 1/16, 1/4, 1/8 per decision): Hypothesis
-    # draws the decisions, the rate decides how often they interrupt the running agent.
-    for i, rate in enumerate((1, 4, 2, 3)):
-        share = budget // 4 + (1 if i < budget % 4 else 0)
-        if share < 1:
-            continue
-        try:
-            tape = find(tape_st, anomalous,
-                        settings=settings(max_examples=share, deadline=None, database=None, derandomize=False,
-                                          phases=phases, suppress_health_check=list(HealthCheck),
-                                          report_multiple_bugs=False),
-                        random=random.Random(seed * 4 + i))
-        except (NoSuchExample, Unsatisfiable):
-            tape = None
-        except _OutOfTime:
-            res.out_of_time = True
-            # shrinking was cut short: report the anomalous run with the fewest switches so far
-            tape = min(hits, key=lambda t: (context_switches(hits[t].trace), t)) if hits else None
-        if tape is not None or res.out_of_time:
-            break
-    if tape is not None:
-        found = hits[tuple(tape)]
-        if shrink and not res.out_of_time:
-            tape, found = _fewer_switches(runner, list(tape), found, res, rate, hit=hit, deadline=deadline)
-        res.tape = list(tape)
-        res.rate = rate
-        res.found = found
-    res.elapsed_s = time.perf_counter() - t0
-    return res
-
-
-def _fewer_switches(runner: TrialRunner, tape: list[int], found: TrialResult, res: SearchResult,
-                    rate: int | None = None, limit: int = 80,
-                    hit: Callable[[TrialResult], bool] | None = None,
-                    deadline: float | None = None) -> tuple[list[int], TrialResult]:
-    """Hypothesis stops at a local minimum of its own order; finish with moves it does not try:
-    drop a switch, or move it one decision earlier or later, while the run stays anomalous
-    (until ``deadline``: the best run so far stands)."""
-    best = context_switches(found.trace)
-    tries = 0
-    improved = True
-    while improved and tries < limit:
-        improved = False
-        for j in [i for i, v in enumerate(tape) if v]:
-            cands = [tape[:j] + [0] + tape[j + 1:]]
-            for k in (j - 1, j + 1):
-                if 0 <= k < len(tape) and not tape[k]:
-                    t = list(tape)
-                    t[j], t[k] = t[k], t[j]
-                    cands.append(t)
-            for t in cands:
-                if _past(deadline):
-                    res.out_of_time = True
-                    return tape, found
-                tries += 1
-                r = runner.trial(TapeChooser(t, rate))
-                res.shrinks += 1
-                sw = context_switches(r.trace)
-                if (hit(r) if hit else not r.serializable) and (sw < best or (sw == best and t < tape)):
-                    tape, found, best, improved = t, r, sw, True
-                    break
-            if improved or tries >= limit:
-                break
-    return tape, found
+    res = run(runner, Random(budget=budget, seed=seed, shrink=shrink), want=want, on_run=on_trial, deadline=deadline)
+    return SearchResult(runner.engine.name, runner.scenario.name, budget, seed, tried=res.explored,
+                        shrinks=res.shrinks, found=res.found, tape=list(res.detail.get("tape", [])),
+                        rate=res.detail.get("rate"), elapsed_s=res.elapsed_s,
+                        serial_orders=sum(len(v) for v in runner.serial_outcomes().values()),
+                        out_of_time=bool(res.out_of_time))
 
 
 def replay(runner: TrialRunner, grants: list[str]) -> TrialResult:
@@ -171,7 +214,7 @@ def replay(runner: TrialRunner, grants: list[str]) -> TrialResult:
 
 @dataclass
 class Certificate:
-    """What a search found and what its verdict rests on (the verdict row's ``search`` object)."""
+    """What :func:`certify_search` gave (new code: :class:`Searched`, which has the same members)."""
 
     found: TrialResult | None
     tried: int
@@ -183,126 +226,51 @@ class Certificate:
         return self.found is not None
 
 
+def strategy_for(mode: str = "random", bound: int | None = None, budget: int | None = 100, seed: int = 0,
+                 keep_going: bool = False):
+    """The strategy a former ``mode``/``bound`` pair names."""
+    from toki.errors import ConfigError
+    from toki.harness.strategies import Exhaustive, Pct, Random
+
+    if mode == "exhaustive":
+        return Exhaustive(preemptions=bound, budget=budget, keep_going=keep_going, seed=seed)
+    if mode == "pct":
+        return Pct(depth=bound, runs=budget, seed=seed)
+    if mode == "random":
+        return Random(budget=budget, seed=seed)
+    raise ConfigError(f"search mode {mode!r} does not exist", fix="name a strategy: Random, Pct or Exhaustive")
+
+
 def certify_search(runner: TrialRunner, *, mode: str = "random", bound: int | None = None, budget: int | None = 100,
                    seed: int = 0, on_trial: Callable[[int, bool], None] | None = None,
                    keep_going: bool = False, deadline: float | None = None) -> Certificate:
-    """Search a scenario the way ``mode`` says: "random" (Hypothesis tapes, ``budget`` of them),
-    "pct" (``budget`` PCT runs of depth ``bound``) or "exhaustive" (every interleaving with at most
-    ``bound`` preemptions, ``budget`` capping the runs when given; ``keep_going`` covers the whole
-    bound past the first anomaly and counts the anomalous interleavings). Every search ends at
-    ``deadline`` (a :func:`time.monotonic` time) at the latest; given one, the ``search`` object
-    says ``out_of_time`` (true: the deadline cut the search short, and it certifies nothing)."""
-    if mode == "exhaustive":
-        part = exhaustive_part(runner, bound=bound, budget=budget, on_trial=on_trial, keep_going=keep_going,
-                               deadline=deadline)
-        return Certificate(part.pop("found"), part["explored"], 0, exhaustive_verdict(bound, [part]))
-    if mode == "pct":
-        from toki.harness.pct import pct_search
-
-        res = pct_search(runner, depth=bound, runs=budget, seed=seed, on_run=on_trial, deadline=deadline)
-        doc = {"mode": "pct", "bound": bound, "explored": res.runs, "pruned": 0, "complete": False,
-               "guarantee": res.guarantee()}
-        return Certificate(res.found, res.runs, 0, _timed(doc, deadline, res.out_of_time))
-    res = search(runner, budget=budget, seed=seed, on_trial=on_trial, deadline=deadline)
-    if res.found is not None:
-        guarantee = f"an anomaly found in random interleaving {res.tried}" + (
-            " (shrinking cut short by --time-budget)" if res.out_of_time else "")
-    elif res.out_of_time:
-        guarantee = (f"cut short by --time-budget after {res.tried} of {budget} random interleavings: no anomaly in "
-                     "them; nothing certified")
-    else:
-        guarantee = (f"no anomaly in {res.tried} random interleavings (Hypothesis grant tapes at four switching "
-                     "rates): a sample, not a bound")
-    doc = {"mode": "random", "bound": None, "explored": res.tried, "pruned": 0, "complete": False,
-           "guarantee": guarantee}
-    return Certificate(res.found, res.tried, res.shrinks, _timed(doc, deadline, res.out_of_time))
-
-
-def _timed(doc: dict, deadline: float | None, out_of_time: bool) -> dict:
-    """A search under a deadline says whether the deadline ended it; one without says nothing."""
-    return doc if deadline is None else {**doc, "out_of_time": out_of_time}
+    """Search a scenario the way ``mode`` says (``run(runner, strategy)`` with the strategy the mode
+    and ``bound`` name: "random", "pct" with depth ``bound``, "exhaustive" to ``bound``
+    preemptions); kept for one release for the plug-ins and scripts that call it."""
+    res = run(runner, strategy_for(mode, bound, budget, seed, keep_going), on_run=on_trial, deadline=deadline)
+    return Certificate(res.found, res.explored, res.shrinks, res.to_json())
 
 
 def exhaustive_part(runner: TrialRunner, *, bound: int, budget: int | None = None,
                     on_trial: Callable[[int, bool], None] | None = None, shard: tuple[int, int] = (0, 1),
                     keep_going: bool = False, memo=None, start: int = 0, deadline: float | None = None) -> dict:
-    """Shard ``shard`` of an exhaustive search to ``bound`` preemptions, by iterative context
-    bounding (CHESS): K = 0, 1, ... so that a race is found with the fewest preemptions, and a
-    bound with no anomaly is covered completely before the next. A bound walks the lower
-    bounds' runs from a record instead of executing them again, and counts only its own
-    (exactly K preemptions), so ``explored`` counts distinct interleavings. A sharded search
-    runs the bounds below K once, whole (``memo`` given: every bound's runs are recorded in it),
-    and hands the record to the shards of bound K (``start=K``), which walk it. ``keep_going``
-    instead covers the bound in one pass past every anomaly, counting them (the witness is the
-    anomalous run with the fewest switches). ``budget`` caps this shard's runs, ``deadline`` (a
-    :func:`time.monotonic` time) its time: given one, the part says ``out_of_time``. The part as
-    :func:`exhaustive_verdict` merges it, with the anomalous run as ``found``."""
-    from toki.harness.explore import Memo, explore
+    """Shard ``shard`` of an exhaustive search to ``bound`` preemptions (see
+    :meth:`toki.harness.strategies.Exhaustive.part`), with the anomalous run as ``found``."""
+    from toki.harness.strategies.exhaustive import Exhaustive
 
-    explored = pruned = 0
-    res, k = None, 0
-    record_all = memo is not None
-    memo = Memo() if memo is None else memo
-    for k in ([bound] if keep_going else range(start, bound + 1)):
-        memo.recording = record_all or k < bound
-        res = explore(runner, bound=k, max_runs=None if budget is None else max(1, budget - explored),
-                      on_run=None if on_trial is None else (lambda n, hit, base=explored: on_trial(base + n, hit)),
-                      shard=shard, stop_at_first=not keep_going, memo=memo, count_below=keep_going, deadline=deadline)
-        # each bound's tree holds the lower bounds' runs: its prunings are the search's
-        explored, pruned = explored + res.explored, res.pruned
-        if res.found is not None or not res.complete:
-            break
-    part = {"shard": list(shard), "explored": explored, "pruned": pruned, "level": k,
-            "complete": res.complete and (keep_going or res.found is None), "found": res.found,
-            "grants": None if res.found is None else list(res.found.trace.grants)}
-    if keep_going:
-        part.update(anomalous=res.hits, anomalous_outcomes=sorted(res.anomalous))
-    if deadline is not None:
-        part["out_of_time"] = res.out_of_time
-    if res.found is not None:
-        part["switches"] = context_switches(res.found.trace)
-    return part
+    return Exhaustive(preemptions=bound, budget=budget, keep_going=keep_going).part(
+        Runs(runner, on_run=on_trial, deadline=deadline), shard=shard, memo=memo, start=start)
 
 
 def exhaustive_verdict(bound: int, parts: list[dict]) -> dict:
-    """The verdict row's ``search`` object from the parts of an exhaustive search (one part, or
-    the shards of one in shard order: the anomaly reported is the first shard's at the lowest
-    level, so any number of workers reports the same one)."""
-    explored, pruned = sum(p["explored"] for p in parts), sum(p["pruned"] for p in parts)
-    hit = first_hit(parts)
-    going_on = all("anomalous" in p for p in parts)
-    complete = (hit is None or going_on) and all(p["complete"] for p in parts)
-    timed = any("out_of_time" in p for p in parts)
-    late = any(p.get("out_of_time") for p in parts)
-    cut = "--time-budget" if late else "--budget"
-    if going_on:
-        bad = sum(p["anomalous"] for p in parts)
-        kinds = len(set().union(*(p["anomalous_outcomes"] for p in parts)))
-        covered = "all" if complete else f"incomplete: cut short by {cut} after"
-        guarantee = (f"{covered} {explored} interleavings with at most {bound} preemption(s) explored ({pruned} pruned "
-                     f"as equivalent): {bad} show an anomaly, with {kinds} distinct outcome(s)")
-    elif hit is not None:
-        guarantee = f"an anomaly with at most {hit['level']} preemption(s), after {explored} interleavings"
-    elif complete:
-        guarantee = (f"no anomaly in any interleaving with at most {bound} preemption(s): {explored} explored, "
-                     f"{pruned} pruned as equivalent")
-    else:
-        level = min(p["level"] for p in parts if not p["complete"])
-        guarantee = (f"incomplete: cut short by {cut} after {explored} interleavings at {level} preemption(s); "
-                     "no guarantee beyond them")
-    doc = {"mode": "exhaustive", "bound": bound, "explored": explored, "pruned": pruned, "complete": complete,
-           "guarantee": guarantee}
-    if going_on:
-        doc["anomalous"] = sum(p["anomalous"] for p in parts)
-    if timed:
-        doc["out_of_time"] = late
-    shards = max(p["shard"][1] for p in parts)
-    if shards > 1:
-        doc["shards"] = shards
-    return doc
+    """The verdict row's ``search`` object from the parts of an exhaustive search."""
+    from toki.harness.strategies.exhaustive import Exhaustive
+
+    return Exhaustive(preemptions=bound).merge(parts).to_json()
 
 
 def first_hit(parts: list[dict]) -> dict | None:
     """The part whose anomaly a sharded search reports: the lowest level, then the first shard."""
-    hits = [p for p in parts if p["grants"] is not None]
-    return min(hits, key=lambda p: (p["level"], p.get("switches", 0))) if hits else None
+    from toki.harness.strategies.exhaustive import first_hit as first
+
+    return first(parts)

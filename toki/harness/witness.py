@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toki.harness.controller import StepRecord
+from toki.harness.controller import StepRecord, context_switches
 from toki.harness.engine import origin
 from toki.harness.findings import Finding
-from toki.harness.search import context_switches
 from toki.harness.trial import TrialResult
 from toki.errors import ConfigError
 
