@@ -104,9 +104,7 @@ def add_arguments(p) -> None:
 
 def classify(report: Report, *, budget: int, seed: int, witness_dir: Path) -> dict:
     from toki.engines.registry import ENGINES, available, load_engine
-    from toki.harness.search import search
-    from toki.harness.trial import TrialRunner
-    from toki.harness.witness import Witness
+    from toki.harness import Random, TapeChooser, TrialRunner, Witness, run
 
     row = {"id": report.id, "system": report.system, "claim": report.claim, "engine": report.engine,
            "scenario": report.scenario, "anomaly": report.anomaly, "budget": budget, "witness": None,
@@ -127,8 +125,6 @@ def classify(report: Report, *, budget: int, seed: int, witness_dir: Path) -> di
     with TrialRunner(engine, report.scenario) as runner:
         runner.serial_outcomes()
         if report.kind == "clean-abort":  # the engine refuses one writer; the outcome is a serial one
-            from toki.harness.controller import TapeChooser
-
             rng = random.Random(seed)
             for i in range(budget):
                 r = runner.trial(TapeChooser([rng.randrange(16) for _ in range(400)], (1, 4, 2, 3)[i % 4]))
@@ -145,8 +141,8 @@ def classify(report: Report, *, budget: int, seed: int, witness_dir: Path) -> di
                 row.update(result="judge failure" if report.kind == "judge" else "reproduced (design)",
                            witness=str(w.save(witness_dir / f"{report.id}.json")), evidence=found[0])
                 return row
-        res = search(runner, budget=budget, seed=seed,
-                     want=lambda r: any(a.anomaly == report.anomaly for a in r.anomalies))
+        res = run(runner, Random(budget=budget, seed=seed),
+                  want=lambda r: any(a.anomaly == report.anomaly for a in r.anomalies))
         if res.admits:
             w = Witness.from_trial(engine, report.scenario, res.found, seed=seed, budget=budget)
             row.update(result="reproduced (race)", witness=str(w.save(witness_dir / f"{report.id}.json")),

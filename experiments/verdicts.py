@@ -85,14 +85,9 @@ def system_of(engine) -> str:
     return str(getattr(engine, "system", None) or engine.name)
 
 
-def _named(anomaly: str):
-    def want(r) -> bool:
-        return any(a.anomaly == anomaly for a in r.anomalies)
-    return want
-
-
 def _rate(runner, anomaly: str, trials: int, seed: int) -> float:
-    from toki.harness.controller import TapeChooser
+    """The share of ``trials`` seeded random tapes whose run shows ``anomaly``."""
+    from toki.harness import TapeChooser
 
     rng = random.Random(seed)
     hits = 0
@@ -100,16 +95,15 @@ def _rate(runner, anomaly: str, trials: int, seed: int) -> float:
         rate = (1, 4, 2, 3)[i % 4]
         tape = [rng.randrange(TapeChooser.SPAN) for _ in range(2 * len(runner.last_serial_grants or []) + 8)]
         r = runner.trial(TapeChooser(tape, rate))
-        hits += (not r.serializable) and _named(anomaly)(r)
+        hits += (not r.serializable) and any(a.anomaly == anomaly for a in r.anomalies)
     return hits / trials if trials else 0.0
 
 
 def cell(engine, anomaly: str, *, budget: int, trials: int, seed: int, witness_dir: Path) -> dict:
-    """One executed cell of the matrix."""
-    from toki.harness.explore import explore
-    from toki.harness.search import search
-    from toki.harness.trial import TrialRunner
-    from toki.harness.witness import Witness
+    """One executed cell of the matrix: :func:`toki.harness.certify` asked about one anomaly, its
+    serial orders first (a design property settles it), then random tapes, then one preemption
+    everywhere; the cell renders the verdict and writes its witness."""
+    from toki.harness import Decision, Exhaustive, Random, TrialRunner, certify
 
     row = {"system": system_of(engine), "engine": engine.name, "version": str(engine.version),
            "executed": getattr(engine, "executed", "real"),
@@ -124,39 +118,36 @@ def cell(engine, anomaly: str, *, budget: int, trials: int, seed: int, witness_d
     for sc in scenarios:
         row["scenarios"].append(sc.name)
         with TrialRunner(engine, sc) as runner:
-            runner.serial_outcomes()
-            if runner.silent:  # told nothing: the cell cannot read "excludes"
-                row.update(verdict="unverifiable", reason=f"{engine.name}'s read-out is empty in every serial order "
-                           f"of {sc.name}: nothing to judge (make state() return what the engine stores)")
-                return row
-            design = [(order, trace, out, runner.by_design(out)) for order, trace, out in runner.serial_runs]
-            design = [(o, t, out, [f for f in fs if f.anomaly == anomaly]) for o, t, out, fs in design]
-            by_design = [d for d in design if d[3]]
-            if by_design:
-                order, trace, out, found = by_design[0]
-                w = Witness.from_serial(engine, sc.name, trace, out, found, seed=seed, budget=budget)
-                path = w.save(witness_dir / f"{engine.name}.{anomaly}.{sc.name}.json")
-                row.update(verdict="admits", how="by design (every serial order)" if len(by_design) == len(design)
-                           else "by design (some serial orders)", rate=len(by_design) / len(design),
-                           trials=len(design), witness=str(path), evidence=found[0])
-                return row
             # No shrinking: a verdict needs a witness that replays, not the smallest one (and
-            # shrinking is most of the time on slow engines); `toki certify` shrinks.
-            res = search(runner, budget=budget, seed=seed, want=_named(anomaly), shrink=False)
-            row["trials"] += res.tried
-            found, how = res.found, "race"
-            if found is None:  # random tapes seldom land in a window a few steps wide: one preemption, every place
-                ex = explore(runner, bound=1, max_runs=budget, want=_named(anomaly))
-                row["trials"] += ex.explored
-                found, how = ex.found, "race, bounded-exhaustive search (1 preemption)"
-            if found is not None:
-                w = Witness.from_trial(engine, sc.name, found, seed=seed, budget=budget)
-                path = w.save(witness_dir / f"{engine.name}.{anomaly}.{sc.name}.json")
-                rate = _rate(runner, anomaly, trials, seed)
-                row.update(verdict="admits", how=f"{how} ({w.context_switches} context switches)", rate=rate,
-                           trials=trials, witness=str(path),
-                           evidence=next(a for a in found.anomalies if a.anomaly == anomaly))
-                return row
+            # shrinking is most of the time on slow engines); `toki certify` shrinks. Random tapes
+            # seldom land in a window a few steps wide (a reader between two writes): a search that
+            # finds nothing goes on with one preemption, every place.
+            for strategy, how in ((Random(budget=budget, seed=seed, shrink=False), "race"),
+                                  (Exhaustive(preemptions=1, budget=budget, seed=seed, iterative=False),
+                                   "race, bounded-exhaustive search (1 preemption)")):
+                v = certify(engine, sc.name, strategy, anomaly=anomaly, design_first=True, runner=runner)
+                if v.silent:  # told nothing: the cell cannot read "excludes"
+                    row.update(verdict="unverifiable", reason=f"{engine.name}'s read-out is empty in every serial "
+                               f"order of {sc.name}: nothing to judge (make state() return what the engine stores)")
+                    return row
+                if v.decision is Decision.UNVERIFIABLE:
+                    raise v.error
+                if v.decision is Decision.BY_DESIGN:
+                    d = v.by_design[0]
+                    path = v.witness.save(witness_dir / f"{engine.name}.{anomaly}.{sc.name}.json")
+                    row.update(verdict="admits", how="by design (every serial order)" if d.orders == d.of
+                               else "by design (some serial orders)", rate=d.orders / d.of, trials=d.of,
+                               witness=str(path), evidence=d.finding)
+                    return row
+                row["trials"] += v.tried
+                if v.admits:
+                    w = v.witness
+                    path = w.save(witness_dir / f"{engine.name}.{anomaly}.{sc.name}.json")
+                    rate = _rate(runner, anomaly, trials, seed)
+                    row.update(verdict="admits", how=f"{how} ({w.context_switches} context switches)", rate=rate,
+                               trials=trials, witness=str(path),
+                               evidence=next(a for a in v.found.anomalies if a.anomaly == anomaly))
+                    return row
     design_only = all(getattr(d, "always", False) for sc in scenarios for d in sc.detectors if d.anomaly == anomaly)
     row["reason"] = (f"in no serial order of {', '.join(row['scenarios'])}" if design_only else
                      f"not found in {row['trials']} interleavings of {', '.join(row['scenarios'])}")
@@ -193,7 +184,7 @@ def run(args, out) -> dict:
                              "paper": _paper(name, a), "reason": f"not runnable here: {e}"} for a in ANOMALIES)
                 bar.advance(task)
                 continue
-            from toki.harness.engine import connect_database
+            from toki.harness import connect_database
 
             connect_database(engine, getattr(args, "dsn", None))
             extra = sorted({a for s in engine.scenarios.values() for a in getattr(s, "anomalies", ())} - set(ANOMALIES))

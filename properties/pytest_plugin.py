@@ -93,49 +93,58 @@ def toki_certify(toki_server):
 @pytest.fixture
 def toki_certify_engine():
     """``certify_engine(engine, scenario, *, budget=100, seed=0, expect="excludes", fail_on_design=False,
-    exhaustive=None, pct=None, baseline=None, time_budget=None)``.
+    exhaustive=None, pct=None, baseline=None, time_budget=None, strategy=None)``.
 
-    Runs ``scenario`` of ``engine`` (toki's name for it, a ``module:factory`` string, or an engine
-    object implementing :mod:`toki.harness.engine`) under the engine harness, with the verdicts of
-    ``toki certify --engine``. With ``expect="excludes"`` (default) the test fails when an anomaly
-    is found, with the anomalies and the minimal grant sequence in the message; with
+    Certifies ``scenario`` of ``engine`` (toki's name for it, a ``module:factory`` string, or an
+    engine object implementing :mod:`toki.harness.engine`) with :func:`toki.harness.certify`, the
+    verdicts of ``toki certify --engine``. With ``expect="excludes"`` (default) the test fails when
+    an anomaly is found, with the anomalies and the minimal grant sequence in the message; with
     ``expect="admits"`` it fails when none is found. A by-design finding (a property serial orders
     show too) is not an anomaly: it fails the test only with ``fail_on_design=True``, and is named
     when an expected anomaly is missing. An unverifiable run (the engine did something the harness
     did not control, or its read-out is empty) fails either way, with the reason; a plug-in whose
-    own method raises fails with one line naming the method. ``exhaustive=K`` searches every
-    interleaving with at most K preemptions (``budget`` then caps the runs only when given), and
-    an "excludes" must be a complete certificate; ``pct=D`` draws ``budget`` PCT schedules.
+    own method raises fails with one line naming the method.
+
+    The search is random (``budget`` Hypothesis tapes) unless a strategy's option names another, as
+    ``toki certify``'s do: ``exhaustive=K`` searches every interleaving with at most K preemptions
+    (``budget`` then caps the runs only when given), and an "excludes" must be a complete
+    certificate; ``pct=D`` draws ``budget`` PCT schedules. ``strategy=`` takes a strategy object
+    (:class:`toki.harness.Exhaustive`, ...) instead.
 
     ``baseline="FILE"`` (a file ``toki certify --write-baseline FILE`` wrote, reasons edited) gates
     as ``toki certify --baseline FILE`` does: the test fails only on a verdict worse than the file
     accepts (a race or anomaly kind it does not list for the scenario, an unverifiable run, with
     ``fail_on_design`` a by-design finding it does not list), and says which. ``time_budget=S``
     ends the search after S seconds: a search cut short with nothing found fails the test as "not
-    certified" (never a silent pass). Returns the :class:`toki.harness.search.Certificate`
-    (``admits``, ``found``, ``tried``, ``search``).
+    certified" (never a silent pass). Returns the :class:`toki.harness.Verdict` (``admits``,
+    ``found``, ``tried``, ``search``, as the former ``Certificate``).
     """
     import time
 
     from toki.engines.registry import load_engine
     from toki.errors import ConfigError
-    from toki.harness.controller import Unverifiable
-    from toki.harness.engine import connect_database
-    from toki.harness.search import certify_search, context_switches
-    from toki.harness.trial import PluginError, TrialRunner
-    from toki.harness.findings import anomaly_of
-    from toki.harness.witness import Baseline
+    import toki.harness
+    from toki.harness import (Baseline, Decision, PluginError, Random, anomaly_of, certify, connect_database,
+                              context_switches)
 
     def kinds(findings):
         return sorted({anomaly_of(f) for f in findings})
 
-    def run(engine, scenario, *, budget=None, seed=0, expect="excludes", fail_on_design=False, exhaustive=None,
-            pct=None, baseline=None, time_budget=None):
+    def run(engine, scenario, *, budget=None, seed=0, expect="excludes", fail_on_design=False, baseline=None,
+            time_budget=None, strategy=None, **search):
         started = time.monotonic()
         if expect not in ("excludes", "admits"):
             raise ValueError(f"expect={expect!r}: use 'excludes' or 'admits'")
-        if exhaustive is not None and pct is not None:
-            raise ValueError("exhaustive= and pct= are two ways to search; pass one")
+        options = {o.name.replace("-", "_"): o for o in toki.harness.strategy_options()}  # --pct D: pct=D
+        unknown = sorted(set(search) - set(options))
+        if unknown:
+            raise TypeError(f"toki_certify_engine got an unexpected keyword argument {unknown[0]!r} (searches: "
+                            + ", ".join(f"{n}=" for n in options) + ")")
+        given = [(n, options[n], search[n]) for n in options if search.get(n) is not None]
+        if len(given) + (strategy is not None) > 1:
+            named = [f"{n}=" for n, _, _ in given] + (["strategy="] if strategy is not None else [])
+            raise ValueError(f"{' and '.join(named)} are {'two' if len(named) == 2 else len(named)} ways to search; "
+                             "pass one")
         if baseline is not None and expect != "excludes":
             raise ValueError("baseline= gates a test that expects no new race; leave expect='excludes'")
         if time_budget is not None and not 0 < time_budget < float("inf"):
@@ -144,10 +153,13 @@ def toki_certify_engine():
             base = Baseline.load(baseline) if baseline is not None else None
         except ConfigError as e:
             pytest.fail(str(e), pytrace=False)
-        mode, bound = ("exhaustive", exhaustive) if exhaustive is not None else ("pct", pct) if pct is not None \
-            else ("random", None)
-        if budget is None and mode != "exhaustive":
-            budget = 100
+        _, option, value = given[0] if given else (None, None, None)
+        if strategy is None:
+            if budget is None:
+                budget = option.default_budget if option is not None else 100
+            strategy = option.make(value, budget=budget, seed=seed) if option is not None else \
+                Random(budget=budget, seed=seed)
+        certifies = getattr(strategy, "certifies", False)  # an exhaustive search must be complete to exclude
         if isinstance(engine, str):
             engine = load_engine(None, engine) if ":" in engine else load_engine(engine, None)
         if base is not None:
@@ -159,45 +171,43 @@ def toki_certify_engine():
         where = f"{engine.name} {scenario}"
         deadline = None if time_budget is None else started + time_budget
         try:
-            with TrialRunner(engine, scenario) as runner:
-                res = certify_search(runner, mode=mode, bound=bound, budget=budget, seed=seed, deadline=deadline)
-                designs = [f for _, _, o in runner.serial_runs for f in runner.by_design(o)]
-                design = designs[0] if designs else None
-                silent = runner.silent
-        except Unverifiable as e:
-            pytest.fail(f"{where} is unverifiable: {e}", pytrace=False)
+            v = certify(engine, scenario, strategy, deadline=deadline)
         except PluginError as e:
             pytest.fail(f"{where}: {e}", pytrace=False)  # the message names the method and its fix
-        if silent:
+        if v.decision is Decision.UNVERIFIABLE and not v.silent:
+            pytest.fail(f"{where} is unverifiable: {v.error}", pytrace=False)
+        if v.silent:
             pytest.fail(f"{where}: the engine's state() is empty in every serial order; a check told nothing "
                         "cannot pass", pytrace=False)
-        if res.search.get("out_of_time") and not res.admits:
-            pytest.fail(f"{where}: not certified: {res.search['guarantee']}", pytrace=False)
+        if v.decision is Decision.OUT_OF_TIME:
+            pytest.fail(f"{where}: not certified: {v.searched.guarantee}", pytrace=False)
+        design = v.serial_findings[0] if v.serial_findings else None
+        complete = v.searched.complete
+
+        def witness(f):
+            return (f"\nminimal interleaving ({context_switches(f.trace)} context switches), grants:\n"
+                    + " ".join(f.trace.grants))
+
         if base is not None:
-            verdict = "admits" if res.admits else "by-design" if design else "excludes"
-            judged = base.compare(scenario, verdict, kinds(res.found.anomalies) if res.admits else [],
-                                  kinds(designs), fail_on_design=fail_on_design)
+            judged = base.compare(scenario, v.decision.value, kinds(v.found.anomalies) if v.admits else [],
+                                  kinds(v.serial_findings), fail_on_design=fail_on_design)
             if judged["fails"]:
-                f = res.found
+                f = v.found
                 pytest.fail(f"{where}: worse than baseline {base.path}: " + "; ".join(judged["says"])
-                            + ("" if f is None else "\n" + "; ".join(f.anomalies) + f"\nminimal interleaving "
-                               f"({context_switches(f.trace)} context switches), grants:\n" + " ".join(f.trace.grants)),
-                            pytrace=False)
-            if exhaustive is not None and not res.admits and not res.search["complete"]:
-                pytest.fail(f"{where}: {res.search['guarantee']}", pytrace=False)
-            return res
-        if expect == "excludes" and res.admits:
-            f = res.found
-            pytest.fail(f"{where} admits: " + "; ".join(f.anomalies)
-                        + f"\nminimal interleaving ({context_switches(f.trace)} context switches), grants:\n"
-                        + " ".join(f.trace.grants), pytrace=False)
-        if expect == "excludes" and mode == "exhaustive" and not res.search["complete"]:
-            pytest.fail(f"{where}: {res.search['guarantee']}", pytrace=False)
+                            + ("" if f is None else "\n" + "; ".join(f.anomalies) + witness(f)), pytrace=False)
+            if certifies and not v.admits and not complete:
+                pytest.fail(f"{where}: {v.searched.guarantee}", pytrace=False)
+            return v
+        if expect == "excludes" and v.admits:
+            f = v.found
+            pytest.fail(f"{where} admits: " + "; ".join(f.anomalies) + witness(f), pytrace=False)
+        if expect == "excludes" and certifies and not complete:
+            pytest.fail(f"{where}: {v.searched.guarantee}", pytrace=False)
         if fail_on_design and design:
             pytest.fail(f"{where}: by design (a serial order shows it): {design}", pytrace=False)
-        if expect == "admits" and not res.admits:
-            pytest.fail(f"{where}: no anomaly in {res.tried} examples"
+        if expect == "admits" and not v.admits:
+            pytest.fail(f"{where}: no anomaly in {v.tried} examples"
                         + (f" (by design, which serial orders show too: {design})" if design else ""), pytrace=False)
-        return res
+        return v
 
     return run

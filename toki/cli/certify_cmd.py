@@ -65,11 +65,10 @@ def register(sub) -> None:
     p.add_argument("--budget", type=int, default=None,
                    help="examples to try (default: the Hypothesis profile's, ci 25, dev 60, paper 2000)")
     p.add_argument("--seed", type=int, default=0, help="search seed (recorded in the output)")
-    p.add_argument("--exhaustive", type=int, metavar="K", default=None,
-                   help="(--engine) every interleaving with at most K preemptions, equivalent ones pruned: a "
-                        "bounded certificate (K=0 is the serial orders); --budget caps the interleavings run")
-    p.add_argument("--pct", type=int, metavar="D", default=None,
-                   help="(--engine) PCT schedules for races of depth D (--budget runs), with PCT's probability bound")
+    from toki.harness import strategy_options
+
+    for o in strategy_options():  # each search strategy's own option (a strategy is one file in harness/strategies)
+        p.add_argument(f"--{o.name}", type=int, metavar=o.metavar, default=None, help=o.help)
     p.add_argument("--mode", default="audit_row", choices=("audit_row", "dual_row", "base"),
                    help="schema mode for TOKI's own write path")
     p.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",

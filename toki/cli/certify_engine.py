@@ -54,92 +54,36 @@ def _one_line(e: BaseException) -> str:
 
 def _server_for(engine, dsn):
     """Point an engine that keeps its memory in a database server at ``--dsn`` (else the default)."""
-    from toki.harness.engine import connect_database
+    from toki.harness import connect_database
 
     connect_database(engine, dsn)
 
 
 def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: float, witness: str | None,
                      png: str | None, svg: str | None, bar=None, mode: str = "random",
-                     bound: int | None = None, searched=None, keep_going: bool = False,
+                     bound: int | None = None, strategy=None, keep_going: bool = False,
                      deadline: float | None = None) -> dict:
-    """One scenario: serial orders, search, shrink, witness and picture; the verdict row.
-    ``searched(runner)``, when given, stands for the search (the merged shards of a cluster).
-    ``deadline`` (a :func:`time.monotonic` time) ends the search: a scenario it cuts short with
-    no anomaly found is ``out-of-time``, and one it reaches before starting is not run at all."""
-    from toki.harness.controller import ReplayChooser, Unverifiable
-    from toki.harness.search import certify_search
-    from toki.harness.trial import TrialRunner
-    from toki.harness.witness import Witness, digest
-    from toki.runinfo import provenance
+    """One scenario's verdict row: :func:`toki.harness.certify` with ``strategy`` (or the one
+    ``mode`` and ``bound`` name, as before there were strategies), then its witness, picture and
+    progress written here. ``deadline`` (a :func:`time.monotonic` time) ends the search."""
+    from toki.harness import certify
 
-    opts = {"engine": engine.name, "scenario": name, "budget": budget, "seed": seed}
-    v = {"system": engine.name, "version": str(engine.version), "executed": getattr(engine, "executed", "real"),
-         "scenario": name, "budget": budget, "seed": seed, "trials": 0, "shrinks": 0, "serial_orders": 0,
-         "elapsed_s": 0.0, "anomalies": [], "by_design": [], "verdict": "excludes", "reason": None,
-         "witness": None, "replayed": None, "context_switches": None, "grants": None, "runs": None, "switches": [],
-         "search": {"mode": mode, "bound": bound, "explored": 0, "pruned": 0, "complete": False, "guarantee": None}}
     t0 = time.perf_counter()
-    w = None
-    if deadline is not None:
-        v["search"]["out_of_time"] = False
-        if time.monotonic() >= deadline and not getattr(searched, "hit", False):
-            # Nothing left to run but the serial orders: a verdict could not rest on them alone.
-            done = getattr(searched, "search", None) or {}
-            v["search"] = {**v["search"], **done}
-            if not v["search"].get("complete"):
-                v["search"].update(complete=False, out_of_time=True,
-                                   guarantee=done.get("guarantee") if done.get("out_of_time") else
-                                   "not started: the --time-budget ran out before this scenario; nothing certified")
-                v.update(verdict="out-of-time", trials=v["search"]["explored"],
-                         reason="the --time-budget ran out before the search finished")
-                v["elapsed_s"] = round(time.perf_counter() - t0, 3)
-                return v
-    with TrialRunner(engine, name, step_limit_s=step_limit) as runner:
-        total = budget if budget is not None else None
-        task = bar.add_task(f"{engine.name} {name}", total=total) if bar is not None else None
-        try:
-            cert = searched(runner) if searched is not None else certify_search(
-                runner, mode=mode, bound=bound, budget=budget, seed=seed, keep_going=keep_going, deadline=deadline,
-                on_trial=None if bar is None else (lambda n, hit: bar.update(task, completed=n)))
-            found = cert.found
-            v.update(trials=cert.tried, shrinks=cert.shrinks, search=cert.search,
-                     serial_orders=sum(len(o) for o in runner.serial_outcomes().values()))
-            design = [(t, o, runner.by_design(o)) for _, t, o in runner.serial_runs]
-            design = [d for d in design if d[2]]
-            v["by_design"] = [DesignFinding(f, len(design), len(runner.serial_runs))
-                              for f in (design[0][2] if design else [])]
-            if runner.silent:
-                v.update(verdict="unverifiable", reason="the engine's read-out is empty in every serial order: a "
-                         "check told nothing cannot pass (make state() return what the engine stores)")
-            elif found is not None:
-                w = Witness.from_trial(engine, name, found, seed=seed, budget=budget or 0,
-                                       provenance=provenance(seed=seed, options=opts))
-                again = runner.trial(ReplayChooser(w.grants))
-                v.update(verdict="admits", anomalies=list(w.anomalies), replayed=digest(again.outcome.key) == w.outcome)
-            elif cert.search.get("out_of_time"):
-                # cut short with nothing found: not "excludes", whatever the serial orders showed
-                v.update(verdict="out-of-time", reason="the --time-budget ran out before the search finished")
-            elif design:  # shown by a serial order: the engine's design, not a race
-                trace, outcome, found = design[0]
-                w = Witness.from_serial(engine, name, trace, outcome, found, seed=seed, budget=budget or 0)
-                again = runner.trial(ReplayChooser(w.grants))
-                v.update(verdict="by-design", replayed=digest(again.outcome.key) == w.outcome
-                         and bool(runner.by_design(again.outcome)))
-        except Unverifiable as e:
-            w = None
-            v.update(verdict="unverifiable", reason=_one_line(e))
-    if v["verdict"] == "unverifiable":
-        v["anomalies"] = [Finding("unverifiable", v["reason"])]
-        # whatever the search covered, it covered calls that cannot be judged: no certificate
-        v["search"] = {**v["search"], "complete": False, "guarantee": f"none: {v['reason']}"}
+    if strategy is None:
+        strategy = _named(mode, bound, budget, seed, keep_going)
+    on_run = None
+    if bar is not None:
+        task = bar.add_task(f"{engine.name} {name}", total=budget)
+        on_run = lambda n, hit: bar.update(task, completed=n)  # noqa: E731
+    verdict = certify(engine, name, strategy, step_limit_s=step_limit, deadline=deadline, on_run=on_run)
+    v = verdict.row()
+    w = verdict.witness
     if w is not None:
-        v.update(context_switches=w.context_switches, grants=len(w.grants), runs=w.runs(), switches=w.switches())
-        if v["verdict"] == "admits":
+        if verdict.admits:
             for fmt, path in (("png", png), ("svg", svg)):
                 ppath = _per_scenario(path, name)
                 if ppath:
-                    from toki.harness.draw import draw
+                    from toki.harness import draw
 
                     v[fmt] = str(draw(w, ppath))
         wpath = _per_scenario(witness, name)
@@ -149,6 +93,29 @@ def certify_scenario(engine, name: str, *, budget: int, seed: int, step_limit: f
     return v
 
 
+def _named(mode: str, bound: int | None, budget: int | None, seed: int, keep_going: bool = False):
+    """The strategy a search's former ``mode`` and ``bound`` name ("random", or the option of a
+    strategy: "exhaustive" with its preemptions, "pct" with its depth)."""
+    from toki.harness import Random, strategy_options
+
+    if mode == "random":
+        return Random(budget=budget, seed=seed)
+    option = next((o for o in strategy_options() if o.name == mode), None)
+    if option is None:
+        raise ConfigError(f"search mode {mode!r} does not exist", fix="name a strategy: random, "
+                          + ", ".join(o.name for o in strategy_options()))
+    return option.make(bound, budget=budget, seed=seed, **({"keep_going": keep_going} if option.keep_going else {}))
+
+
+def _strategy(spec: dict):
+    """The search a worker's share of ``--cluster``/``--workers`` runs (a spec written before
+    strategies names it by ``mode`` and ``bound``)."""
+    if spec.get("strategy") is not None:
+        return spec["strategy"]
+    return _named(spec.get("mode", "random"), spec.get("bound"), spec.get("budget"), spec.get("seed", 0),
+                  spec.get("keep_going", False))
+
+
 def _scenario_shard(name: str, spec: dict) -> dict:
     """A Dask worker's share of ``--cluster``: load the engine there and certify one scenario."""
     from toki.engines.registry import load_engine
@@ -156,8 +123,7 @@ def _scenario_shard(name: str, spec: dict) -> dict:
     engine = load_engine(spec["engine"], spec["engine_module"])
     _server_for(engine, spec["dsn"])
     return certify_scenario(engine, name, budget=spec["budget"], seed=spec["seed"], step_limit=spec["step_limit"],
-                            witness=spec["witness"], png=spec["png"], svg=spec["svg"], mode=spec.get("mode", "random"),
-                            bound=spec.get("bound"), keep_going=spec.get("keep_going", False),
+                            witness=spec["witness"], png=spec["png"], svg=spec["svg"], strategy=_strategy(spec),
                             deadline=_local_deadline(spec))
 
 
@@ -168,104 +134,39 @@ def _local_deadline(spec: dict) -> float | None:
     return None if at is None else time.monotonic() + (at - time.time())
 
 
-# An exhaustive search on a cluster is cut into this many shards per scenario (more on a larger
-# cluster): the same shards at local:1 and local:2, so both report the same counts and witness.
+# A search cut into shards (--workers, --cluster) is cut into this many shards per scenario (more on a
+# larger cluster): the same shards at local:1 and local:2, so both report the same counts and witness.
 EXHAUSTIVE_SHARDS = 4
 
 
 def _exhaustive_shard(job: tuple, spec: dict) -> dict:
-    """A worker's share of ``--workers``/``--cluster --exhaustive``: shard ``i`` of ``n`` of one
-    scenario's tree at the top bound, walking the lower bounds' ``record`` and judging by their
-    worker's serial outcomes (job ``(name, i, n, record, budget, serial)``), or with ``n`` None the
-    lower bounds whole, recorded (job ``(name, None, None, None, budget, None)``). The anomalous
-    run travels back as its grants; the client re-executes it."""
-    from toki.engines.registry import load_engine
-    from toki.harness.controller import Unverifiable
-    from toki.harness.explore import Memo
-    from toki.harness.search import exhaustive_part
-    from toki.harness.trial import TrialRunner
+    """A worker's share of ``--workers``/``--cluster`` with a search that shards: one job of
+    :meth:`toki.harness.Exhaustive.sharded` (``(name, i, n, record, budget, serial)``), run on the
+    engine loaded here. A run the harness could not judge, or a plug-in that fails, comes back as
+    a part that says so."""
+    from dataclasses import replace
 
+    from toki.engines.registry import load_engine
     from toki.errors import TokiError
+    from toki.harness import TrialRunner, Unverifiable
 
     name, i, n, record, budget, serial = job
-    below = n is None
-    shard = (0, 1) if below else (i, n)
+    shard = (0, 1) if n is None else (i, n)
+    strategy = replace(_strategy(spec), budget=budget)
     deadline = _local_deadline(spec)
     if deadline is not None and time.monotonic() >= deadline:  # not even the engine is loaded
-        return _late_part(shard)
+        return strategy.late_part(shard)
     try:
         engine = load_engine(spec["engine"], spec["engine_module"])
         _server_for(engine, spec["dsn"])
         with TrialRunner(engine, name, step_limit_s=spec["step_limit"]) as runner:
-            if serial is not None:
-                runner.adopt_serial_outcomes(serial)
-            if below:
-                record = Memo()
-                part = exhaustive_part(runner, bound=spec["bound"] - 1, budget=budget, memo=record, deadline=deadline)
-                part["record"], part["serial"] = record, runner.serial_outcomes()
-            elif spec["keep_going"] or record is None:
-                part = exhaustive_part(runner, bound=spec["bound"], shard=shard, keep_going=spec["keep_going"],
-                                       budget=budget, deadline=deadline)
-            else:
-                part = exhaustive_part(runner, bound=spec["bound"], shard=shard, budget=budget, memo=record,
-                                       start=spec["bound"], deadline=deadline)
+            return strategy.job(runner, None if n is None else shard, record=record, serial=serial,
+                                deadline=deadline)
     except Unverifiable as e:
         return {"shard": list(shard), "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
                 "unverifiable": _one_line(e)}
     except TokiError as e:  # bad input or a broken plug-in: the client says it in one line (exit 2)
         return {"shard": list(shard), "failed": _one_line(e)}
-    part.pop("found")
-    return part
-
-
-def _late_part(shard: tuple[int, int]) -> dict:
-    """A shard the deadline reached before it started: nothing explored, nothing certified."""
-    return {"shard": list(shard), "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
-            "out_of_time": True}
-
-
-def _sharded(names: list[str], spec: dict, n: int, run_jobs, bar, task) -> list[list[dict]]:
-    """Each scenario's parts of a sharded exhaustive search. Iterative bounding covers the bounds
-    below K once per scenario, whole (small, and a race there ends the search: the count is then
-    one process's); only bound K is cut into ``n`` shards, which walk the lower bounds' record
-    instead of executing those runs again. ``--keep-going`` and K=0 have one bound: shards only.
-    ``run_jobs(jobs)`` runs :func:`_exhaustive_shard` on each job, results in job order."""
-    bound, budget = spec["bound"], spec["budget"]
-
-    def share(left):
-        return None if left is None else max(1, -(-left // n))
-
-    if spec["keep_going"] or bound == 0:
-        bar.update(task, total=len(names) * n)
-        parts = run_jobs([(name, i, n, None, share(budget), None) for name in names for i in range(n)])
-        return [parts[k * n:(k + 1) * n] for k in range(len(names))]
-    bar.update(task, total=len(names) * (n + 1))
-    below = run_jobs([(name, None, None, None, budget, None) for name in names])
-    jobs, whose = [], []
-    for k, (name, part) in enumerate(zip(names, below)):
-        done = part.get("failed") or part.get("unverifiable") or part["grants"] is not None or not part["complete"]
-        left = None if budget is None or done else budget - part["explored"]
-        if done or (left is not None and left < 1):
-            if not done:
-                part["complete"] = False  # the budget ran out at the lower bounds: the top one is not covered
-            bar.advance(task, n)
-            continue
-        record, serial = part.pop("record"), part.pop("serial")
-        jobs += [(name, i, n, record, share(left), serial) for i in range(n)]
-        whose += [k] * n
-    out = [[p] for p in below]
-    if jobs and spec.get("deadline") is not None and time.time() >= spec["deadline"]:
-        parts = [_late_part((i, n)) for (_, i, *_rest) in jobs]  # the top bound is not started at all
-        bar.advance(task, len(jobs))
-    else:
-        parts = run_jobs(jobs) if jobs else []
-    for k, part in zip(whose, parts):
-        out[k][0]["pruned"] = 0  # the top bound's tree holds the lower bounds': its prunings are the search's
-        out[k].append(part)
-    for parts in out:
-        parts[0].pop("record", None)
-        parts[0].pop("serial", None)
-    return out
 
 
 def _in_processes(pool, jobs: list, spec: dict, on_result) -> list[dict]:
@@ -278,33 +179,6 @@ def _in_processes(pool, jobs: list, spec: dict, on_result) -> list[dict]:
         out[futures[fut]] = fut.result()
         on_result()
     return out
-
-
-def _merged_search(parts: list[dict], bound: int):
-    """``searched`` for :func:`certify_scenario` from a scenario's shards: any unverifiable shard
-    makes the scenario unverifiable; the reported anomaly is re-executed here from its grants."""
-    from toki.harness.controller import ReplayChooser, Unverifiable
-    from toki.harness.search import Certificate, exhaustive_verdict, first_hit
-
-    def searched(runner):
-        bad = next((p for p in parts if p.get("unverifiable")), None)
-        if bad is not None:
-            raise Unverifiable(f"shard {bad['shard'][0]} of {bad['shard'][1]}: {bad['unverifiable']}")
-        doc, hit = exhaustive_verdict(bound, parts), first_hit(parts)
-        found = None
-        if hit is not None:
-            found = runner.trial(ReplayChooser(hit["grants"]))
-            if found.serializable:
-                raise Unverifiable("the anomalous run a shard found did not repeat when re-executed from its grants",
-                                   fix="the run depends on something the harness does not control (time, "
-                                       "randomness, a thread of the engine's own)")
-        return Certificate(found, doc["explored"], 0, doc)
-
-    # what certify_scenario needs to know before it runs anything (past the deadline)
-    good = [p for p in parts if not p.get("unverifiable")]
-    searched.hit = first_hit(good) is not None or len(good) < len(parts)
-    searched.search = exhaustive_verdict(bound, good) if good and len(good) == len(parts) else None
-    return searched
 
 
 def _fails(v: dict, fail_on_design: bool) -> bool:
@@ -380,6 +254,28 @@ def _explain(v: dict, out) -> None:
             out.write(f"{sc}: {k} {v[k]} ({opt} writes one file per scenario, NAME.SCENARIO.EXT{replay})\n")
 
 
+def _search(args, budget_given: int | None):
+    """The strategy the command line asks for (``--NAME VALUE`` of a strategy's option, else a
+    random search), with the option it came from (None: random) and its budget."""
+    from toki.harness import Random, strategy_options
+
+    given = [(o, v) for o in strategy_options() if (v := getattr(args, o.name.replace("-", "_"), None)) is not None]
+    if len(given) > 1:
+        words = {2: "two", 3: "three"}.get(len(given), str(len(given)))
+        raise ConfigError(f"{' and '.join('--' + o.name for o, _ in given)} are {words} ways to search; pass one",
+                          fix=", ".join(f"--{o.name} {o.metavar} for {o.purpose}" for o, _ in given))
+    option, value = given[0] if given else (None, None)
+    # An exhaustive search runs until the bound is covered unless --budget caps it.
+    budget = budget_given if budget_given is not None else (option.default_budget if option else 100)
+    if budget is not None and budget < 1:
+        raise ConfigError(f"--budget {budget} must be at least 1", fix="pass --budget 100 or more")
+    keep_going = getattr(args, "keep_going", False)
+    if option is None:
+        return option, Random(budget=budget, seed=args.seed), budget
+    return option, option.make(value, budget=budget, seed=args.seed,
+                               **({"keep_going": keep_going} if option.keep_going else {})), budget
+
+
 def run_engine(args, out) -> int:
     time_budget = getattr(args, "time_budget", None)
     # The budget counts from when the command started (certify_cmd's parser): importing and loading
@@ -388,7 +284,7 @@ def run_engine(args, out) -> int:
     deadline = None if time_budget is None else started + time_budget
 
     from toki.engines.registry import load_engine
-    from toki.harness.witness import Baseline
+    from toki.harness import Baseline
     from toki.runinfo import provenance
 
     if time_budget is not None and not 0 < time_budget < float("inf"):
@@ -398,19 +294,7 @@ def run_engine(args, out) -> int:
     baseline = Baseline.load(baseline_path) if baseline_path else None
     engine = load_engine(args.engine, args.engine_module)
     baseline_notes = baseline.check_engine(engine) if baseline else []
-    exhaustive, pct = getattr(args, "exhaustive", None), getattr(args, "pct", None)
-    if exhaustive is not None and pct is not None:
-        raise ConfigError("--exhaustive and --pct are two ways to search; pass one",
-                          fix="--exhaustive K for a bounded certificate, --pct D for PCT's probability bound")
-    if exhaustive is not None and exhaustive < 0:
-        raise ConfigError(f"--exhaustive {exhaustive}: the preemption bound must be 0 or more",
-                          fix="pass --exhaustive 2 (CHESS found nearly every known bug within two preemptions)")
-    mode, bound = ("exhaustive", exhaustive) if exhaustive is not None else ("pct", pct) if pct is not None \
-        else ("random", None)
-    # An exhaustive search runs until the bound is covered unless --budget caps it.
-    budget = args.budget if args.budget is not None else (None if mode == "exhaustive" else 100)
-    if budget is not None and budget < 1:
-        raise ConfigError(f"--budget {budget} must be at least 1", fix="pass --budget 100 or more")
+    option, strategy, budget = _search(args, args.budget)
     names = list(engine.scenarios) if args.scenario in (None, "all") else [args.scenario]
     for n in names:
         if n not in engine.scenarios:
@@ -421,20 +305,21 @@ def run_engine(args, out) -> int:
     t_all = time.perf_counter()
     cluster_info = None
     keep_going = getattr(args, "keep_going", False)
-    if keep_going and mode != "exhaustive":
+    shards = option is not None and option.shards
+    if keep_going and not (option is not None and option.keep_going):
         raise ConfigError("--keep-going goes on past the first anomaly of an exhaustive search",
                           fix="add --exhaustive K (a random or PCT search stops at its first anomaly and shrinks it)")
     workers = getattr(args, "workers", None)
     if workers is not None:
         if workers < 1:
             raise ConfigError(f"--workers {workers} must be at least 1", fix="pass --workers 2 (one per core)")
-        if mode != "exhaustive":
+        if not shards:
             raise ConfigError("--workers splits an exhaustive search's tree; random and PCT searches run in one "
                               "process", fix="add --exhaustive K, or use --cluster local:N to spread scenarios")
         if getattr(args, "cluster", None):
             raise ConfigError("--workers and --cluster both say where to run", fix="pass one of them")
     spec = {"engine": args.engine, "engine_module": args.engine_module, "dsn": args.dsn, "budget": budget,
-            "seed": args.seed, "step_limit": args.step_limit, "mode": mode, "bound": bound, "keep_going": keep_going,
+            "seed": args.seed, "step_limit": args.step_limit, "strategy": strategy,
             "witness": str(Path(args.witness).resolve()) if args.witness else None,
             "png": str(Path(args.png).resolve()) if args.png else None,
             "svg": str(Path(args.svg).resolve()) if args.svg else None,
@@ -447,26 +332,30 @@ def run_engine(args, out) -> int:
 
             raise TokiError(failed)
         return [certify_scenario(engine, name, budget=budget, seed=args.seed, step_limit=args.step_limit,
-                                 witness=args.witness, png=args.png, svg=args.svg, mode=mode, bound=bound,
-                                 searched=_merged_search(parts, bound), deadline=deadline)
+                                 witness=args.witness, png=args.png, svg=args.svg, strategy=strategy.shards(parts),
+                                 deadline=deadline)
                 for name, parts in zip(names, per_scenario)]
 
+    def sharded(n: int, run_jobs, bar, task) -> list[list[dict]]:
+        return strategy.sharded(names, n, run_jobs, wall_deadline=spec["deadline"],
+                                total=lambda k: bar.update(task, total=k), advance=lambda k: bar.advance(task, k))
+
     if getattr(args, "cluster", None):
-        # One shard per scenario, searched from the same seed wherever it runs; an exhaustive
-        # search cuts each scenario's tree into shards (toki.harness.explore), merged here.
+        # One shard per scenario, searched from the same seed wherever it runs; a search that shards
+        # cuts each scenario's tree into shards (toki.harness.Exhaustive.sharded), merged here.
         from toki.cluster import Cluster
 
         with Cluster(args.cluster) as cl, progress() as bar:
-            if mode == "exhaustive":
+            if shards:
                 n = max(EXHAUSTIVE_SHARDS, cl.workers)
                 task = bar.add_task(f"{engine.name} on {args.cluster}, {n} shards per scenario", total=None)
-                parts = _sharded(names, spec, n, lambda jobs: cl.map(_exhaustive_shard, jobs, spec, on_result=lambda i,
-                                 r: bar.advance(task)), bar, task)
+                parts = sharded(n, lambda jobs: cl.map(_exhaustive_shard, jobs, spec, on_result=lambda i,
+                                r: bar.advance(task)), bar, task)
             else:
                 task = bar.add_task(f"{engine.name} on {args.cluster}", total=len(names))
                 verdicts = cl.map(_scenario_shard, names, spec, on_result=lambda i, r: bar.advance(task))
             cluster_info = cl.describe()
-        if mode == "exhaustive":
+        if shards:
             verdicts = merged(parts)
     elif workers is not None and workers > 1:
         import multiprocessing
@@ -478,8 +367,8 @@ def run_engine(args, out) -> int:
         try:
             with progress() as bar:
                 task = bar.add_task(f"{engine.name}, {n} shards per scenario in {workers} processes", total=None)
-                parts = _sharded(names, spec, n, lambda jobs: _in_processes(
-                    pool, jobs, spec, on_result=lambda: bar.advance(task)), bar, task)
+                parts = sharded(n, lambda jobs: _in_processes(pool, jobs, spec, on_result=lambda: bar.advance(task)),
+                                bar, task)
         finally:
             # Every job has returned: the idle workers exit (a second or so each, under load) while the
             # verdicts are merged, instead of before (the interpreter's exit joins them in any case).
@@ -491,11 +380,11 @@ def run_engine(args, out) -> int:
             with progress() as bar:
                 verdicts.append(certify_scenario(engine, name, budget=budget, seed=args.seed,
                                                  step_limit=args.step_limit, witness=args.witness, png=args.png,
-                                                 svg=args.svg, bar=bar, mode=mode, bound=bound,
-                                                 keep_going=keep_going, deadline=deadline))
+                                                 svg=args.svg, bar=bar, strategy=strategy, deadline=deadline))
     elapsed = time.perf_counter() - t_all
+    head = strategy.head()
     options = {"engine": engine.name, "engine_module": args.engine_module, "scenarios": names, "budget": budget,
-               "search": mode, "bound": bound, "keep_going": keep_going, "fail_on_design": fail_on_design,
+               "search": head["mode"], "bound": head["bound"], "keep_going": keep_going, "fail_on_design": fail_on_design,
                "cluster": cluster_info, "workers": workers, "time_budget": time_budget}
     if baseline is not None:
         for v in verdicts:
@@ -529,13 +418,12 @@ def run_engine(args, out) -> int:
         emit_json(doc, out, None if args.json == "-" else args.json)
         if args.json == "-":
             return status
-    rows = [(v["scenario"], v["verdict"], _kinds(v), _examples(v),
+    rows = [(v["scenario"], v["verdict"], _kinds(v), strategy.examples(v),
              "" if v["runs"] is None else f"{v['grants']} grants, {v['context_switches']} switches",
              "" if v["replayed"] is None else ("yes" if v["replayed"] else "NO"))
             + ((v["baseline"]["status"],) if baseline is not None else ()) for v in verdicts]
     label = "model" if getattr(engine, "executed", "real") == "model" else "real"
-    how = {"random": f"random search, budget {budget}", "pct": f"PCT depth {bound}, {budget} runs",
-           "exhaustive": f"exhaustive to {bound} preemption(s)" + (f", at most {budget} runs" if budget else "")}[mode]
+    how = strategy.describe()
     if time_budget is not None:
         how += f", time budget {time_budget:g} s"
     table(out, f"toki certify --engine {engine.name} {engine.version} ({label}), {how}, seed {args.seed}",
@@ -571,21 +459,6 @@ def _baseline_summary(baseline, verdicts: list[dict], notes: list[str], out) -> 
     out.write(f"baseline {baseline.path}: {', '.join(parts)}; {verdict}\n")
     for n in notes:
         out.write(f"  note: {n}\n")
-
-
-def _examples(v: dict) -> str:
-    how = v.get("search") or {}
-    if how.get("mode") == "exhaustive" and "anomalous" in how:
-        return (f"{how['explored']} (+{how['pruned']} pruned), {how['anomalous']} anomalous"
-                + ("" if how.get("complete") else ", incomplete"))
-    if how.get("mode") == "exhaustive":
-        return (f"{how['explored']} (+{how['pruned']} pruned)"
-                + (", complete" if how.get("complete") else "" if v["verdict"] == "admits" else
-                   ", out of time" if how.get("out_of_time") else ", incomplete"))
-    late = ", out of time" if how.get("out_of_time") else ""
-    if how.get("mode") == "pct":
-        return f"{v['trials']} PCT runs{late}"
-    return f"{v['trials']} (+{v['shrinks']} shrinking){late}"
 
 
 def _junit(verdicts: list[dict], path: str, elapsed: float, fail_on_design: bool) -> None:
@@ -629,10 +502,8 @@ def _junit(verdicts: list[dict], path: str, elapsed: float, fail_on_design: bool
 
 
 def run_replay(args, out) -> int:
-    from toki.harness.controller import ReplayChooser, Unverifiable
     from toki.engines.registry import load_engine
-    from toki.harness.trial import TrialRunner
-    from toki.harness.witness import Witness, digest
+    from toki.harness import Witness, replay
 
     if args.times < 1:
         raise ConfigError(f"--times {args.times} must be at least 1", fix="pass --times 20")
@@ -646,34 +517,27 @@ def run_replay(args, out) -> int:
         out.write(f"note: the witness was recorded with {w.engine} {w.version}; this is {engine.version}\n")
     out.write(f"replayed {w.engine} {w.scenario}: {len(w.grants)} grants, {w.context_switches} context switches: "
               f"{w.runs()}\n")
-    runs = []  # (trial, by-design findings) per replay
-    with TrialRunner(engine, w.scenario, step_limit_s=args.step_limit) as runner:
-        try:
-            for _ in range(args.times):
-                r = runner.trial(ReplayChooser(w.grants))
-                runs.append((r, runner.by_design(r.outcome)))
-        except Unverifiable as e:
-            # Fail closed: a replay the harness did not control cannot show the anomaly is gone.
-            out.write(f"unverifiable after {len(runs)} of {args.times} runs: {_one_line(e)}\n")
-            return 1
-    shows = [(r, d) for r, d in runs if not r.serializable or d]
-    same = sum(digest(r.outcome.key) == w.outcome for r, _ in runs)
-    out.write(f"it shows the anomaly {len(shows)} of {args.times} times; reproduced the recorded outcome {same} of "
-              f"{args.times} times\n")
-    r, design = shows[-1] if shows else runs[-1]
+    done = replay(engine, w, times=args.times, step_limit_s=args.step_limit)
+    if done.unverifiable is not None:
+        # Fail closed: a replay the harness did not control cannot show the anomaly is gone.
+        out.write(f"unverifiable after {len(done.runs)} of {args.times} runs: {done.unverifiable}\n")
+        return 1
+    shows = done.shows
+    out.write(f"it shows the anomaly {len(shows)} of {args.times} times; reproduced the recorded outcome {done.same} "
+              f"of {args.times} times\n")
+    r, design = shows[-1] if shows else done.runs[-1]
     for a in r.anomalies:
         out.write(f"  {a}\n")
     for a in design:
         out.write(f"  by design (a serial order shows it): {a}\n")
-    if same < args.times:
-        differs = next(r for r, _ in runs if digest(r.outcome.key) != w.outcome)
+    if done.same < args.times:
         out.write("the replayed outcome differs from the recorded one:\n")
-        for d in w.differences(differs.outcome):
+        for d in w.differences(done.differs.outcome):
             out.write(f"  {d}\n")
-    if len({digest(r.outcome.key) for r, _ in runs}) > 1:
+    if not done.deterministic:
         out.write("warning: the replay is not deterministic (the outcome differs between runs)\n")
     if args.png or args.svg:
-        from toki.harness.draw import draw
+        from toki.harness import draw
 
         replayed = Witness.from_trial(engine, w.scenario, r, seed=w.seed, budget=w.budget)
         for p in (args.png, args.svg):

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toki.harness.controller import Controller, SerialChooser
-from toki.harness.trial import TrialRunner, canonical, hooks_installed
+from toki.harness.trial import TrialRunner, canonical, hooks_installed, open_agents
 from toki.errors import TokiError
 from toki.faults.child import in_child, killed, wait_child
 from toki.faults.proxy import FaultTimeout
@@ -310,18 +310,7 @@ class EngineFaults:
                 ctl = _CrashAt(SerialChooser(self.order), point, kind == "torn",
                                step_limit_s=self.runner.step_limit_s, pg_observer=observer)
                 with hooks_installed(loc):
-                    if sc.shared:
-                        h = eng.open(loc)
-                        per = {a: h for a in self.order}
-                    else:
-                        per = {a: eng.open(loc) for a in self.order}
-                    prepare = getattr(eng, "prepare", None)
-                    if callable(prepare):
-                        for h in {id(x): x for x in per.values()}.values():
-                            prepare(h, ctl)
-                    from toki.harness.trial import _bind
-
-                    ctl.run({a: _bind(sc.call, per[a], a) for a in self.order})
+                    ctl.run(open_agents(eng, sc, loc, self.order, ctl, []))  # as a trial opens and binds them
                 os.kill(os.getpid(), signal.SIGKILL)  # the point after the last call returned
             except BaseException:
                 code = 4

@@ -1,23 +1,49 @@
 """The controlled-concurrency harness: unmodified engines and plug-ins certified by granting their
 storage calls one at a time.
 
-Layer 8 of toki (it imports nothing above ``sched``/``check`` and never a shipped engine). What a
-plug-in author uses is re-exported here; everything else is an implementation module:
+Layer 8 of toki (it imports nothing above ``sched``/``check`` and never a shipped engine). The
+public API is the names below (``__all__``): what plug-in authors, toki's commands, the pytest
+plugin and the experiments use. ``tests/test_plugin_contract.py`` holds the two equal, and holds
+code outside the harness to importing only these (the fault injector, which runs the controller
+with a crash in it, is the one package built into the harness's implementation).
 
-- :mod:`~toki.harness.engine`: the protocol a plug-in implements (:class:`Scenario`,
-  :class:`Detector`, :class:`Engine`);
-- :mod:`~toki.harness.controller`: agents as threads, each storage call a granted step;
-- :mod:`~toki.harness.sqlite_calls`, :mod:`~toki.harness.pg_calls`, :mod:`~toki.harness.mysql_calls`,
-  :mod:`~toki.harness.file_calls`, :mod:`~toki.harness.locks`, :mod:`~toki.harness.threads`: the
-  interception of sqlite3, psycopg (sync and async), PyMySQL, files, Python locks and the threads
-  an engine starts;
-- :mod:`~toki.harness.trial`: one run, and the serial outcomes it is judged against;
-- :mod:`~toki.harness.search`, :mod:`~toki.harness.witness`, :mod:`~toki.harness.draw`:
-  search and shrinking, witness files and replay, swimlane pictures.
+- the plug-in protocol: :class:`Engine`, :class:`Scenario`, :class:`Detector`, :func:`optional`,
+  :func:`connect_database`, :class:`PluginError`; inside an engine, :func:`current_agent`,
+  :func:`uncontrolled` and :class:`InstrumentedLock`;
+- the verdict: :func:`certify` -> :class:`Verdict` (a :class:`Decision`, its :class:`Searched`,
+  :class:`Finding` and :class:`DesignFinding` objects, a :class:`Witness`), :func:`replay` ->
+  :class:`Replayed`, :class:`Baseline` files of accepted findings, :class:`Unverifiable`;
+- the search: the strategies :class:`Random`, :class:`Pct`, :class:`Exhaustive`, :class:`Replay`
+  (one file each under :mod:`~toki.harness.strategies`), run by :func:`run` in the one loop of
+  :mod:`~toki.harness.search` (:class:`Strategy`, :class:`Runs`), answering a :class:`Searched`;
+  :func:`strategy_options`, the searches ``toki certify`` offers;
+- single runs, for a strategy of your own or an experiment's own count: :class:`TrialRunner`,
+  :class:`TrialResult`, the choosers :class:`Chooser`, :class:`SerialChooser`,
+  :class:`TapeChooser`, :class:`ReplayChooser`, and :func:`context_switches`;
+- pictures: :func:`draw`, :func:`shorten`.
+
+Everything else is implementation, and may change in any release: the controller
+(``controller``), the interception of sqlite3, psycopg, PyMySQL, files, file locks, Python locks
+and threads (``sqlite_calls``, ``pg_calls``, ``mysql_calls``, ``file_calls``, ``file_locks``,
+``locks``, ``threads``, ``sync``, ``effects``, ``observers``), a trial's machinery (``trial``),
+the exhaustive search's tree (``explore``). The modules ``search``'s former functions
+(``certify_search``, ``search``, ``exhaustive_part``) and ``pct`` stay for one release.
 """
 
-from toki.harness.engine import Detector, Engine, Scenario
-from toki.harness.findings import Finding
+from toki.harness.certify import Decision, Replayed, Verdict, certify, replay
+from toki.harness.controller import (Chooser, ReplayChooser, SerialChooser, TapeChooser, Unverifiable,
+                                     context_switches, current_agent, uncontrolled)
+from toki.harness.draw import draw, shorten
+from toki.harness.engine import Detector, Engine, PluginError, Scenario, connect_database, optional
+from toki.harness.findings import DesignFinding, Finding, anomaly_of
 from toki.harness.locks import InstrumentedLock
+from toki.harness.search import Runs, Searched, Strategy, run
+from toki.harness.strategies import Exhaustive, Pct, Random, Replay, strategy_options
+from toki.harness.trial import TrialResult, TrialRunner
+from toki.harness.witness import Baseline, Witness
 
-__all__ = ["Detector", "Engine", "Finding", "InstrumentedLock", "Scenario"]
+__all__ = ["Baseline", "Chooser", "Decision", "DesignFinding", "Detector", "Engine", "Exhaustive", "Finding",
+           "InstrumentedLock", "Pct", "PluginError", "Random", "Replay", "ReplayChooser", "Replayed", "Runs",
+           "Scenario", "Searched", "SerialChooser", "Strategy", "TapeChooser", "TrialResult", "TrialRunner",
+           "Unverifiable", "Verdict", "Witness", "anomaly_of", "certify", "connect_database", "context_switches",
+           "current_agent", "draw", "optional", "replay", "run", "shorten", "strategy_options", "uncontrolled"]

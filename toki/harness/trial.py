@@ -224,19 +224,7 @@ class TrialRunner:
         try:
             with hooks_installed(loc), threads.locks_swapped(eng):
                 self._seed(loc)
-                if sc.shared:
-                    shared = plugin_call(eng, "open", eng.open, loc)
-                    handles.append(shared)
-                    per_agent = {a: shared for a in who}
-                else:
-                    for a in who:
-                        handles.append(plugin_call(eng, "open", eng.open, loc))
-                    per_agent = dict(zip(who, handles))
-                prepare = optional(eng, "prepare")
-                if callable(prepare):
-                    for h in dict.fromkeys(map(id, handles)):
-                        plugin_call(eng, "prepare", prepare, next(x for x in handles if id(x) == h), ctl)
-                calls = {a: _bind(sc.call, per_agent[a], a) for a in who}
+                calls = open_agents(eng, sc, loc, who, ctl, handles)
                 _quiesce(set(threading.enumerate()) - before)
                 try:
                     trace = ctl.run(calls)
@@ -490,6 +478,27 @@ def _differ(a: Outcome, b: Outcome) -> str:
     if a.state != b.state:
         return f"state {canonical(a.state)[:80]} vs {canonical(b.state)[:80]}"
     return "differ in " + ", ".join(parts)
+
+
+def open_agents(engine, scenario: Scenario, location: Path, agents, controller, handles: list) -> dict:
+    """The agents' calls for :meth:`Controller.run`: the engine's storage opened under ``location``
+    (one handle shared by the agents, or one each: ``scenario.shared``), each handle given to the
+    plug-in's ``prepare`` with ``controller``, and each agent's call bound to its handle. Every
+    handle is appended to ``handles`` as it is opened, so that the caller closes them whatever
+    happens."""
+    if scenario.shared:
+        shared = plugin_call(engine, "open", engine.open, location)
+        handles.append(shared)
+        per_agent = {a: shared for a in agents}
+    else:
+        for a in agents:
+            handles.append(plugin_call(engine, "open", engine.open, location))
+        per_agent = dict(zip(agents, handles))
+    prepare = optional(engine, "prepare")
+    if callable(prepare):
+        for h in dict.fromkeys(map(id, handles)):
+            plugin_call(engine, "prepare", prepare, next(x for x in handles if id(x) == h), controller)
+    return {a: _bind(scenario.call, per_agent[a], a) for a in agents}
 
 
 def _bind(call, handle, agent):
