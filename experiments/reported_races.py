@@ -92,6 +92,27 @@ REPORTS = (
            "mem0-v2", "ingestion-order", "ingestion-order", "design"),
     Report("others-ingestion-order-sodamem", "others", "the same claim against SodaMem, which orders by event time",
            "sodamem", "out-of-order-ingest", "stale-survives", "design"),
+    # The same reports on the real code where its extra is installed (letta-sqlite: Letta 0.16.8; mem0-v1: mem0 1.0.11).
+    Report("letta-version-conflict-real", "Letta", "two writers to one block get a conflict error from its version "
+           "check (P4 detected, not lost), on Letta 0.16.8's own services", "letta-sqlite", "two-writers-one-block",
+           "ConcurrentUpdateError", "clean-abort"),
+    Report("letta-stale-block-real", "Letta", "a shared block change is not seen until the agent's next step: Letta "
+           "0.16.8 loads an agent's memory once per request, so a request reads one snapshot (not an anomaly)",
+           "letta-sqlite", "shared-block-stale-read", "N2"),
+    Report("letta-conflict-retry", "Letta", "ConcurrentUpdateError on block updates (letta #3366): the LLM retries "
+           "the tool in the same request, whose memory Letta does not reload, and the retry writes its stale copy "
+           "over the other writer's change", "letta-sqlite", "conflict-retry", "lost-update"),
+    Report("others-consolidation-letta-real", "others", "a consolidation writing back over memories added "
+           "meanwhile, on Letta 0.16.8's memory_rethink", "letta-sqlite", "consolidation-overwrites", "lost-update"),
+    Report("mem0-love-hate-v1", "mem0", "'I love Chinese food' then 'I hate Chinese food' leaves an empty store, on "
+           "mem0 1.0.11's own Memory", "mem0-v1", "love-then-hate", "judge-failure", "judge"),
+    Report("others-blind-put-mem0-v1", "others", "the blind put on mem0 1.0.11's own update (pgvector)", "mem0-v1",
+           "concurrent-update", "lost-update"),
+    # Engines toki cannot certify here (toki.engines.blocked): their users' reports are rows naming the blocker.
+    Report("cognee-sqlite-locked", "cognee", "cognify() fails with 'database is locked': the pipeline's parallel "
+           "tasks write one SQLite database at once (topoteretes/cognee #2717)", "cognee", "-", "database-locked"),
+    Report("cognee-kuzu-lock", "cognee", "concurrent search() calls fail to set Kuzu's file lock (topoteretes/cognee "
+           "#1100)", "cognee", "-", "lock-error"),
     Report("drops-facts-prompt-bug", "(several)", "'concurrent writes drop facts' was the judge returning nothing "
            "because of a prompt bug", "mem0-v2", "love-then-hate", "judge-failure", "judge"),
 )
@@ -111,8 +132,9 @@ def classify(report: Report, *, budget: int, seed: int, witness_dir: Path) -> di
            "executed": None, "result": None, "evidence": None}
     info = ENGINES.get(report.engine)
     try:
-        if info is None or not available(info):
-            raise TokiError(f"engine {report.engine} is not installed here")
+        if info is None or not available(info) and info.executed != "blocked":  # a blocked one names its blocker
+            raise TokiError(f"engine {report.engine} is not installed here"
+                            + (f" ({info.install})" if info is not None else ""))
         engine = load_engine(None, report.module) if report.module else load_engine(report.engine)
     except TokiError as e:
         row.update(result="not runnable", evidence=str(e))
