@@ -155,7 +155,7 @@ def cell(engine, anomaly: str, *, budget: int, trials: int, seed: int, witness_d
 
 
 def run(args, out) -> dict:
-    from toki.engines.registry import ENGINES, available, load_engine
+    from toki.engines.registry import ENGINES, load_engine
 
     if args.budget < 1 or args.trials < 0:
         raise ConfigError("--budget must be at least 1 and --trials at least 0", fix="pass --budget 30 --trials 20")
@@ -175,11 +175,10 @@ def run(args, out) -> dict:
         for name in systems:
             info = ENGINES[name]
             try:
-                if not available(info):
-                    raise ConfigError(f"{name} needs {', '.join(info.needs)}", fix=info.install)
-                engine = load_engine(name)
+                engine = load_engine(name)  # not installed: says what and how; blocked: names the blocker
             except TokiError as e:
-                rows.extend({"system": name, "engine": name, "version": None, "executed": None, "anomaly": a, "verdict": "abstains",
+                rows.extend({"system": name, "engine": name, "version": None, "anomaly": a, "verdict": "abstains",
+                             "executed": "blocked" if info.executed == "blocked" else None,
                              "rate": None, "trials": 0, "witness": None, "budget": args.budget,
                              "paper": _paper(name, a), "reason": f"not runnable here: {e}"} for a in ANOMALIES)
                 bar.advance(task)
@@ -200,7 +199,7 @@ def run(args, out) -> dict:
             bar.advance(task)
     elapsed = time.perf_counter() - t0
     _print(out, rows)
-    differ = [r for r in rows if r.get("paper") and r["paper"] != r["verdict"]]
+    differ = [r for r in rows if _differs(r)]
     return {"rows": rows, "differences_from_paper": [
         {k: r.get(k) for k in ("system", "engine", "anomaly", "paper", "verdict", "witness", "evidence", "reason")} for r in differ],
         "elapsed_s": round(elapsed, 1), "budget": args.budget, "trials": args.trials, "systems": systems}
@@ -214,11 +213,17 @@ SHARD_OPTION = "systems"
 def merge(docs: list[dict], args, out) -> dict:
     rows = [r for d in docs for r in d["rows"]]
     _print(out, rows)
-    differ = [r for r in rows if r.get("paper") and r["paper"] != r["verdict"]]
+    differ = [r for r in rows if _differs(r)]
     return {"rows": rows, "differences_from_paper": [
         {k: r.get(k) for k in ("system", "engine", "anomaly", "paper", "verdict", "witness", "evidence", "reason")} for r in differ],
         "elapsed_s": round(sum(d["elapsed_s"] for d in docs), 1), "budget": args.budget, "trials": args.trials,
         "systems": [s for d in docs for s in d["systems"]]}
+
+
+def _differs(r: dict) -> bool:
+    """A measured cell that differs from the paper's (a row that did not run measured nothing)."""
+    ran = not str(r.get("reason") or "").startswith("not runnable here")
+    return bool(r.get("paper")) and r["paper"] != r["verdict"] and ran
 
 
 def _mark(r: dict) -> str:
@@ -255,6 +260,6 @@ def _print(out, rows: list[dict]) -> None:
     for r in extra:
         out.write(f"{labels[r['system']]} also admits {r['anomaly']}: {(r.get('evidence') or '')[:110]}\n")
     for r in rows:
-        if r.get("paper") and r["paper"] != r["verdict"]:
+        if _differs(r):
             out.write(f"differs from the paper: {labels[r['system']]} {r['anomaly']}: paper {r['paper']}, measured "
                       f"{r['verdict']}: {(r.get('evidence') or r.get('reason') or '')[:110]}\n")
