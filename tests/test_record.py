@@ -107,6 +107,13 @@ def test_an_op_completes_once(tmp_path):
 
 # -- toki record -----------------------------------------------------------------------------------
 
+def _checked(path: Path) -> dict:
+    """``toki check PATH --workload memory``'s result."""
+    rc, out, err = _toki("check", str(path), "--workload", "memory", "--json", "-")
+    assert rc in (0, 1), (rc, out, err)
+    return json.loads(out)
+
+
 def _two_current(ops: list[dict]) -> int:
     return sum(1 for o in ops if o["type"] == "ok" for m in o["value"] if m[0] == "current" and len(m[2]) > 1)
 
@@ -144,6 +151,7 @@ def test_a_plugin_recorded_from_two_processes_is_well_formed_with_provenance(tmp
     assert prov["seed"] == 3 and prov["options"]["clients"] == 2 and "git_commit" in prov
     assert {o["process"] for o in ops} == {0, 1, 2, 3}
     assert _two_current(ops) == 0  # BEGIN IMMEDIATE: one current claim per slot, always
+    assert _checked(out)["valid"] is True  # and the memory checker finds nothing else either
 
 
 @pytest.mark.slow
@@ -158,6 +166,7 @@ def test_real_processes_show_the_racy_plugins_double_supersede(tmp_path):
         ops = _ops(out)
         _well_formed(ops)
         if _two_current(ops):
+            assert "double-supersede" in _checked(out)["anomaly_types"]
             return
     pytest.fail("five rounds of 800 ops never read two current claims of one slot")
 
@@ -176,6 +185,7 @@ def test_mem0_recorded_by_four_processes_shows_the_duplicate_insert(tmp_path):
         _well_formed(ops)
         if any(len(m[2]) != len(set(m[2])) for op in ops if op["type"] == "ok" for m in op["value"]
                if m[0] == "history"):
+            assert "duplicate-insert" in _checked(out)["anomaly_types"]
             return
     pytest.fail("five rounds of 240 mem0 ops never read one claim twice")
 
@@ -220,6 +230,7 @@ def test_sodamem_recorded_by_four_processes_shows_two_current_and_the_fix_never_
     assert _two_current(ops) == 0
     assert all(len(m[2]) == len(set(m[2])) for op in ops if op["type"] == "ok" for m in op["value"]
                if m[0] == "history")
+    assert _checked(out)["valid"] is True, _checked(out)["anomaly_types"]
     for round_ in range(6):
         out = tmp_path / f"racy{round_}.jsonl"
         rc, o, e = _toki("record", "--engine", "sodamem", "--processes", "4", "--clients", "2", "--ops", "30",
@@ -228,5 +239,6 @@ def test_sodamem_recorded_by_four_processes_shows_two_current_and_the_fix_never_
         ops = _ops(out)
         _well_formed(ops)
         if _two_current(ops):
+            assert "double-supersede" in _checked(out)["anomaly_types"]
             return
     pytest.fail("six rounds of 240 SodaMem ops never read two current places")

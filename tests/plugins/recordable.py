@@ -17,18 +17,19 @@ class Client:
         self.db = sqlite3.connect(Path(store) / "memory.db", timeout=30, isolation_level=None)
         self.atomic = atomic
 
-    def add(self, slot: str, claim: str) -> None:
+    def add(self, slot: str, claim: str) -> list[str]:
         if self.atomic:
             self.db.execute("begin immediate")
         try:
             old = [r[0] for r in self.db.execute("select claim from facts where slot = ? and current = 1", (slot,))]
             time.sleep(0.001)  # the judge's turn: does the new claim contradict the old?
-            for o in old:
-                self.db.execute("update facts set current = 0 where slot = ? and claim = ? and current = 1", (slot, o))
+            closed = [o for o in old if self.db.execute(
+                "update facts set current = 0 where slot = ? and claim = ? and current = 1", (slot, o)).rowcount]
             self.db.execute("insert into facts (slot, claim, current) values (?, ?, 1)", (slot, claim))
         finally:
             if self.atomic:
                 self.db.execute("commit")
+        return closed  # what this add superseded (toki record writes them as retractions)
 
     def retract(self, slot: str, claim: str) -> None:
         self.db.execute("update facts set current = 0 where slot = ? and claim = ? and current = 1", (slot, claim))

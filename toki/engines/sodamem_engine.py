@@ -259,11 +259,15 @@ class SodaMemClient:
         self.engine, self.mem = engine, mem
         self.mem.store._conn.execute("pragma busy_timeout = 30000")  # processes wait for each other's writes
 
-    def add(self, slot: str, claim: str) -> None:
+    def add(self, slot: str, claim: str) -> list[str]:
+        """Ingest the claim; return the places SodaMem superseded with it (its losers name the new
+        fact in ``provenance.superseded_by_fact_id``), and the claim itself when the new fact lost
+        at once (it is dated before the current one: SodaMem orders by valid time)."""
         now = datetime.now(timezone.utc).isoformat(timespec="microseconds")
         text = f"{_RECORDED}{claim} as of {now}."
-        ingest = ("ingest-recorded", slot, text)
-        self.engine.run_call(self.mem, ingest)
+        # The read-back is part of the call (inside the fix's transaction), so what it reports is
+        # what this ingest did, not what a later one did since.
+        return self.engine.run_call(self.mem, ("ingest-recorded", slot, text, claim))
 
     def _facts(self, slot: str, active_only: bool) -> list[str]:
         # SodaMem lists a user's facts in the order it stored them (rowid): the audit history's order.
@@ -279,6 +283,22 @@ class SodaMemClient:
 
     def close(self) -> None:
         self.mem.close()
+
+
+def _superseded_by(mem, slot: str, claim: str) -> list[str]:
+    """The places the fact just made for ``claim`` superseded (its losers name it), and the claim
+    itself when it lost at once to a fact stored before it (dated later: SodaMem orders by valid
+    time)."""
+    facts = mem.store.get_all_fact_events(slot, active_only=False)  # in the order stored
+    place = lambda f: (f.object_entity_ids or [""])[0]  # noqa: E731
+    at = {f.fact_id: i for i, f in enumerate(facts)}
+    mine = [f for f in facts if place(f) == claim.lower()]
+    ids = {f.fact_id for f in mine}
+    prov = lambda f: f.provenance if isinstance(f.provenance, dict) else {}  # noqa: E731
+    out = [place(f) for f in facts if prov(f).get("superseded_by_fact_id") in ids]
+    if any(at.get(prov(f).get("superseded_by_fact_id"), len(facts)) < at[f.fact_id] for f in mine):
+        out.append(claim)
+    return out
 
 
 def _obj_of(store, fact_id):
@@ -315,9 +335,11 @@ def _perform(mem, what: tuple):
     if op == "ingest-session":  # the same utterance in a session of its own (another conversation)
         r = _ingest(mem, args[0], session=args[1])
         return {"facts": r.counts.get("fact_events")}
-    if op == "ingest-recorded":  # toki record: (slot, utterance) for the slot's user, a session per utterance
-        return mem.ingest([{"role": "user", "content": args[1]}], user_id=args[0], session_id=_session(args[1]),
-                          session_time=args[1].rsplit(" as of ", 1)[1][:-1]).counts.get("fact_events")
+    if op == "ingest-recorded":  # toki record: (slot, utterance, claim); returns what the ingest superseded
+        slot, text, claim = args
+        mem.ingest([{"role": "user", "content": text}], user_id=slot, session_id=_session(text),
+                   session_time=text.rsplit(" as of ", 1)[1][:-1])
+        return _superseded_by(mem, slot, claim)
     if op == "ingest-in-order":  # several sessions, one after another, in the order given
         return [_ingest(mem, t).counts.get("fact_events") for t in args]
     if op == "ingest_assistant":

@@ -106,7 +106,11 @@ def _client_loop(plan: Plan, eng, history: History, process: int, deadline: floa
     rng = random.Random(f"{plan.seed}:{process}")
     # An engine that keeps every add as a new fact (it does not deduplicate a re-added claim by
     # design) gets claims no other add uses, so that a claim shown twice is a race, not a re-add.
-    fresh = optional(eng, "record_fresh_claims")
+    # A single-valued engine's add is a supersede: it retracts what was current. Its invocation does
+    # not know what (null); the client's add returns the claims it retracted, for the completion.
+    # Such an engine keeps a claim added again as a new fact, so its adds get fresh claims too.
+    supersedes = not optional(eng, "record_multi_valued")
+    fresh = supersedes or optional(eng, "record_fresh_claims")
     client = eng.record_client(plan.store)
     try:
         kinds, weights = _ops_of(client, plan.mix)
@@ -117,7 +121,7 @@ def _client_loop(plan: Plan, eng, history: History, process: int, deadline: floa
             kind = rng.choices(kinds, weights)[0]
             claim = f"{slot}=p{process}.{n}" if fresh and kind == "add" else f"{slot}=v{rng.randrange(plan.claims)}"
             if kind == "add":
-                value = [["add", slot, claim]]
+                value = ([["retract", slot, None]] if supersedes else []) + [["add", slot, claim]]
             elif kind == "retract":
                 value = [["retract", slot, claim]]
             elif kind == "recall":
@@ -130,7 +134,14 @@ def _client_loop(plan: Plan, eng, history: History, process: int, deadline: floa
             op = history.invoke(process, value)
             try:
                 if kind == "add":
-                    client.add(slot, claim)
+                    retracted = client.add(slot, claim)
+                    if supersedes:
+                        if not isinstance(retracted, (list, tuple)):
+                            op.info(error="the client's add did not return the claims it superseded")
+                            continue
+                        # the claims it superseded, its own add, and the claim itself if it lost at once
+                        op.value = ([["retract", slot, c] for c in retracted if c != claim] + [["add", slot, claim]]
+                                    + ([["retract", slot, claim]] if claim in retracted else []))
                 elif kind == "retract":
                     client.retract(slot, claim)
                 elif kind == "recall":
