@@ -62,7 +62,7 @@ def _int_end(b, i, n):
     d = j
     while j < n and 48 <= b[j] <= 57:
         j += 1
-    if j == d or j - d > 18:
+    if j == d or j - d > 18 or (b[d] == 48 and j - d > 1):  # (JSON has no leading zeros)
         return -1
     x = b[j]
     if x == 46 or x == 101 or x == 69:  # . e E
@@ -597,7 +597,8 @@ def scan(b, a, n, keep_invokes, counts, op_start, op_end, typ, process, client, 
             elif b[i] != _RC:
                 bad = True
                 break
-        if bad or typ[o] < 0 or not (seen_process or typ[o] == _T_HEADER):
+        if bad or typ[o] < 0 or not (seen_process or typ[o] == _T_HEADER) or \
+                (client[o] and (typ[o] != _T_INVOKE or keep_invokes) and not seen_value):
             return (BAIL, 0, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
         if (typ[o] == _T_INVOKE and not keep_invokes) or not client[o] or typ[o] == _T_HEADER:
             # an invocation's micro-ops are read only if it never completes (from its bytes)
