@@ -64,8 +64,7 @@ def _int_end(b, i, n):
         j += 1
     if j == d or j - d > 18 or (b[d] == 48 and j - d > 1):  # (JSON has no leading zeros)
         return -1
-    x = b[j]
-    if x == 46 or x == 101 or x == 69:  # . e E
+    if not _delim(b[j]):  # a float, a bigint (EDN's 1N), ...
         return -1
     return j
 
@@ -82,13 +81,14 @@ def _int_value(b, i, j):
 
 
 @njit(cache=True)
-def _skip(b, i, n):
-    """Past any JSON value at i, or -1."""
+def _skip(b, i, n, edn):
+    """Past any JSON value at i (or EDN's strings, keywords, numbers, vectors, maps and lists; a
+    tag, set, character, comment or metadata is not read here), or -1."""
     x = b[i]
     if x == _Q:
         j, _ = _string_end(b, i, n)
         return j
-    if x == _LB or x == _LC:
+    if x == _LB or x == _LC or (edn and x == 40):
         depth = 0
         j = i
         while j < n:
@@ -98,19 +98,20 @@ def _skip(b, i, n):
                 if j < 0:
                     return -1
                 continue
-            if x == _LB or x == _LC:
+            if edn and (x == 35 or x == 59 or x == _BS or x == 94):
+                return -1
+            if x == _LB or x == _LC or (edn and x == 40):
                 depth += 1
-            elif x == _RB or x == _RC:
+            elif x == _RB or x == _RC or (edn and x == 41):
                 depth -= 1
                 if depth == 0:
                     return j + 1
             j += 1
         return -1
+    if edn and (x == 35 or x == 59 or x == _BS or x == 94):
+        return -1
     j = i
-    while j < n:
-        x = b[j]
-        if x == _COMMA or x == _RB or x == _RC or x == 32 or x == 9 or x == 10 or x == 13:
-            break
+    while j < n and not _delim(b[j]):
         j += 1
     return j if j > i else -1
 
@@ -141,21 +142,129 @@ def _pair_hash(s, c):
     return h * np.uint64(0xBF58476D1CE4E5B9)
 
 
+@njit(cache=True, inline="always")
+def _ws2(b, i, edn):
+    """Whitespace, and in EDN commas too."""
+    while True:
+        x = b[i]
+        if x == 32 or x == 9 or x == 10 or x == 13 or (edn and x == _COMMA):
+            i += 1
+        else:
+            return i
+
+
+@njit(cache=True, inline="always")
+def _delim(x):
+    return (x == 32 or x == 9 or x == 10 or x == 13 or x == _COMMA or x == _RB or x == _RC or x == _LB or x == _LC
+            or x == _Q or x == 40 or x == 41 or x == 0)
+
+
+@njit(cache=True, inline="always")
+def _name(b, i, n, edn):
+    """A JSON string's content, or an EDN keyword's name, at i: (start, end, next position, has an
+    escape); start -1 when there is none."""
+    if edn:
+        if b[i] != _COLON:
+            return -1, -1, -1, False
+        j = i + 1
+        while j < n and not _delim(b[j]):
+            x = b[j]
+            if x == 35 or x == 59 or x == _BS or x == 94:  # # ; \\ ^: not in a plain keyword
+                return -1, -1, -1, False
+            j += 1
+        if j == i + 1:
+            return -1, -1, -1, False
+        return i + 1, j, j, False
+    if b[i] != _Q:
+        return -1, -1, -1, False
+    j, esc = _string_end(b, i, n)
+    if j < 0:
+        return -1, -1, -1, False
+    return i + 1, j - 1, j, esc
+
+
+@njit(cache=True, inline="always")
+def _nil(b, i, edn):
+    """The length of JSON's null or EDN's nil at i, or 0."""
+    if edn:
+        return 3 if b[i] == 110 and b[i + 1] == 105 and b[i + 2] == 108 and _delim(b[i + 3]) else 0
+    return 4 if b[i] == 110 and b[i + 1] == 117 and b[i + 2] == 108 and b[i + 3] == 108 else 0
+
+
+@njit(cache=True, inline="always")
+def _sep(b, i, edn):
+    """Past the separator between two elements (JSON: a comma; EDN: whitespace), or -1."""
+    i = _ws2(b, i, edn)
+    if edn:
+        return i
+    if b[i] != _COMMA:
+        return -1
+    return _ws(b, i + 1)
+
+
+@njit(cache=True, inline="always")
+def _token(b, i, n, edn):
+    """A slot, claim or question at i: a string, an integer, or (EDN) a keyword, whose name is the
+    same token as the string: (start, end, kind, next position); start -1 when there is none.
+    Kinds: 0 a string (or keyword), 1 an integer, 2 a string with an escape."""
+    x = b[i]
+    if x == _Q:
+        j, esc = _string_end(b, i, n)
+        if j < 0:
+            return -1, -1, 0, -1
+        return i + 1, j - 1, 2 if esc else 0, j
+    if x == _MINUS or 48 <= x <= 57:
+        j = _int_end(b, i, n)
+        if j < 0:
+            return -1, -1, 0, -1
+        return i, j, 1, j
+    if edn and x == _COLON:
+        s, e, j, _ = _name(b, i, n, edn)
+        if s < 0:
+            return -1, -1, 0, -1
+        return s, e, 0, j
+    return -1, -1, 0, -1
+
+
+@njit(cache=True, inline="always")
+def _intern(b, ts, te, tk, ht, tok_start, tok_len, tok_kind, tok_int, ntok):
+    """The token of bytes [ts, te) of kind tk: (its number, the new count). The caller has made
+    sure there is room."""
+    mask = np.uint64(len(ht) - 1)
+    hh = _hash(b, ts, te, tk) & mask
+    while ht[hh] != _EMPTY:
+        t = ht[hh]
+        if tok_kind[t] == tk and tok_len[t] == te - ts:
+            same = True
+            for k in range(te - ts):
+                if b[tok_start[t] + k] != b[ts + k]:
+                    same = False
+                    break
+            if same:
+                return t, ntok
+        hh = (hh + np.uint64(1)) & mask
+    tok_start[ntok], tok_len[ntok], tok_kind[ntok] = ts, te - ts, tk
+    tok_int[ntok] = _int_value(b, ts, te) if tk == 1 else 0
+    ht[hh] = ntok
+    return ntok, ntok + 1
+
+
 #: what filled up when scan returns FULL (the caller grows it and scans again)
 FULL = 1
 (F_OPS, F_MOPS, F_ROWS, F_ELEMS, F_DECISIONS, F_DELEMS, F_TOKENS, F_PAIRS) = range(8)
 
 
 @njit(cache=True)
-def scan(b, a, n, keep_invokes, counts, op_start, op_end, typ, process, client, index, has_index, time, has_time,
-         has_value, nm, mstart, m_f, m_slot, m_val, m_nil, rlen, elem, d_q, d_start, d_len, d_chosen, d_elem,
-         tok_start, tok_len, tok_kind, tok_int, ht, pslot, pclaim, pht):
-    """Scan bytes [a, n) of ``b`` (zero padded past n) into the arrays given (never reallocated
-    here: arrays reassigned inside the loop cost reference counting on every op). Returns
-    (status, what filled up, position, counts: ops, micro-ops, read rows, elements, decisions,
-    decision elements, tokens, pairs); when something filled up, the position and counts are
-    those at the start of the op being read, to resume from there once it has grown. ``counts``:
-    where to start counting (a resumed scan). ``ht``/``pht``: hash tables (-1 where empty)."""
+def scan(b, a, n, keep_invokes, edn, counts, op_start, op_end, typ, process, client, index, has_index, time,
+         has_time, has_value, nm, mstart, m_f, m_slot, m_val, m_nil, rlen, elem, d_q, d_start, d_len, d_chosen,
+         d_elem, tok_start, tok_len, tok_kind, tok_int, ht, pslot, pclaim, pht):
+    """Scan bytes [a, n) of ``b`` (zero padded past n; JSON, or EDN as Jepsen writes it when
+    ``edn``) into the arrays given (never reallocated here: arrays reassigned inside the loop cost
+    reference counting on every op). Returns (status, what filled up, position, counts: ops,
+    micro-ops, read rows, elements, decisions, decision elements, tokens, pairs); when something
+    filled up, the position and counts are those at the start of the op being read, to resume
+    from there once it has grown. ``counts``: where to start counting (a resumed scan).
+    ``ht``/``pht``: hash tables (-1 where empty)."""
     nops, nmops, nrows, nel, nd, nde, ntok, npair = (counts[0], counts[1], counts[2], counts[3], counts[4],
                                                      counts[5], counts[6], counts[7])
     w_type = np.array([116, 121, 112, 101], np.uint8)
@@ -175,7 +284,6 @@ def scan(b, a, n, keep_invokes, counts, op_start, op_end, typ, process, client, 
     w_current = np.array([99, 117, 114, 114, 101, 110, 116], np.uint8)
     w_history = np.array([104, 105, 115, 116, 111, 114, 121], np.uint8)
     w_decide = np.array([100, 101, 99, 105, 100, 101], np.uint8)
-    w_null = np.array([110, 117, 108, 108], np.uint8)
 
     i = a
     while True:
@@ -212,34 +320,28 @@ def scan(b, a, n, keep_invokes, counts, op_start, op_end, typ, process, client, 
         bad = False
         i += 1
         while True:  # the op's entries
-            i = _ws(b, i)
+            i = _ws2(b, i, edn)
             if b[i] == _RC:
                 i += 1
                 break
-            if b[i] != _Q:
+            ks, ke, j, esc = _name(b, i, n, edn)
+            if ks < 0 or esc:
                 bad = True
                 break
-            ks = i + 1
-            j, esc = _string_end(b, i, n)
-            if j < 0 or esc:
-                bad = True
-                break
-            ke = j - 1
-            i = _ws(b, j)
-            if b[i] != _COLON:
-                bad = True
-                break
-            i = _ws(b, i + 1)
+            if edn:
+                i = _ws2(b, j, edn)
+            else:
+                i = _ws(b, j)
+                if b[i] != _COLON:
+                    bad = True
+                    break
+                i = _ws(b, i + 1)
             x = b[i]
             if _is(b, ks, ke, w_type):
-                if x != _Q:
+                s, e, j, esc = _name(b, i, n, edn)
+                if s < 0:
                     bad = True
                     break
-                j, esc = _string_end(b, i, n)
-                if j < 0:
-                    bad = True
-                    break
-                s, e = i + 1, j - 1
                 if _is(b, s, e, w_invoke):
                     typ[o] = _T_INVOKE
                 elif _is(b, s, e, w_ok):
@@ -265,7 +367,7 @@ def scan(b, a, n, keep_invokes, counts, op_start, op_end, typ, process, client, 
                     client[o] = True
                     i = j
                 else:
-                    j = _skip(b, i, n)   # a nemesis or other non-client process
+                    j = _skip(b, i, n, edn)   # a nemesis or other non-client process
                     if j < 0:
                         bad = True
                         break
@@ -285,318 +387,213 @@ def scan(b, a, n, keep_invokes, counts, op_start, op_end, typ, process, client, 
                         time[o] = v
                         has_time[o] = True
                     i = j
-                elif _is(b, i, i + 4, w_null) and not is_index:
-                    i += 4
+                elif _nil(b, i, edn) and not is_index:
+                    i += _nil(b, i, edn)
                 else:
                     bad = True
                     break
             elif _is(b, ks, ke, w_f):
-                if x == _Q:
-                    j, esc = _string_end(b, i, n)
-                    if j < 0 or not _is(b, i + 1, j - 1, w_txn):
+                if _nil(b, i, edn):
+                    i += _nil(b, i, edn)
+                else:
+                    s, e, j, esc = _name(b, i, n, edn)
+                    if s < 0 or not _is(b, s, e, w_txn):
                         bad = True
                         break
                     i = j
-                elif _is(b, i, i + 4, w_null):
-                    i += 4
-                else:
-                    bad = True
-                    break
             elif _is(b, ks, ke, w_value):
                 if seen_value:
                     bad = True
                     break
                 seen_value = True
-                if _is(b, i, i + 4, w_null):
-                    i += 4
-                    continue
-                if x != _LB:
-                    bad = True
-                    break
-                has_value[o] = True
-                i = _ws(b, i + 1)
-                if b[i] == _RB:
-                    i += 1
-                    continue
-                while True:  # micro-ops
-                    if b[i] != _LB:
+                if _nil(b, i, edn):
+                    i += _nil(b, i, edn)
+                else:
+                    if x != _LB:
                         bad = True
                         break
-                    i = _ws(b, i + 1)
-                    if b[i] != _Q:
-                        bad = True
-                        break
-                    j, esc = _string_end(b, i, n)
-                    if j < 0:
-                        bad = True
-                        break
-                    s, e = i + 1, j - 1
-                    if _is(b, s, e, w_add):
-                        f = _ADD
-                    elif _is(b, s, e, w_retract):
-                        f = _RETRACT
-                    elif _is(b, s, e, w_current):
-                        f = _CURRENT
-                    elif _is(b, s, e, w_history):
-                        f = _HISTORY
-                    elif _is(b, s, e, w_decide):
-                        f = _DECIDE
+                    has_value[o] = True
+                    i = _ws2(b, i + 1, edn)
+                    if b[i] == _RB:
+                        i += 1
                     else:
-                        bad = True
-                        break
-                    i = _ws(b, j)
-                    if b[i] != _COMMA:
-                        bad = True
-                        break
-                    i = _ws(b, i + 1)
-                    # the slot, or the question: a token
-                    x = b[i]
-                    if x == _Q:
-                        j, esc = _string_end(b, i, n)
-                        if j < 0:
-                            bad = True
-                            break
-                        ts, te, tk = i + 1, j - 1, 2 if esc else 0
-                    elif x == _MINUS or 48 <= x <= 57:
-                        j = _int_end(b, i, n)
-                        if j < 0:
-                            bad = True
-                            break
-                        ts, te, tk = i, j, 1
-                    else:
-                        bad = True
-                        break
-                    # intern the token
-                    if ntok * 2 >= len(ht) or ntok >= len(tok_start):
-                        return (FULL, F_TOKENS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
-                    mask = np.uint64(len(ht) - 1)
-                    hh = _hash(b, ts, te, tk) & mask
-                    slot_tok = -1
-                    while ht[hh] != _EMPTY:
-                        t = ht[hh]
-                        if tok_kind[t] == tk and tok_len[t] == te - ts:
-                            same = True
-                            for k in range(te - ts):
-                                if b[tok_start[t] + k] != b[ts + k]:
-                                    same = False
-                                    break
-                            if same:
-                                slot_tok = t
+                        while True:  # micro-ops
+                            if b[i] != _LB:
+                                bad = True
                                 break
-                        hh = (hh + np.uint64(1)) & mask
-                    if slot_tok < 0:
-                        tok_start[ntok], tok_len[ntok], tok_kind[ntok] = ts, te - ts, tk
-                        tok_int[ntok] = _int_value(b, ts, te) if tk == 1 else 0
-                        ht[hh] = ntok
-                        slot_tok = ntok
-                        ntok += 1
-                    i = _ws(b, j)
-                    if b[i] != _COMMA:
-                        bad = True
-                        break
-                    i = _ws(b, i + 1)
-                    if nmops >= len(m_f):
-                        return (FULL, F_MOPS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
-                    m_f[nmops] = f
-                    m_slot[nmops] = slot_tok if f != _DECIDE else -1
-                    m_nil[nmops] = False
-                    # the third element: a claim, a list of claims, or null
-                    lists = f == _CURRENT or f == _HISTORY or f == _DECIDE
-                    if lists:
-                        if _is(b, i, i + 4, w_null):  # a read, or what a decision considers: not known yet
-                            m_nil[nmops] = True
-                            i += 4
-                            count = -1
-                        elif b[i] == _LB:
-                            i = _ws(b, i + 1)
-                            count = 0
-                        else:
-                            bad = True
-                            break
-                    else:
-                        count = -2
-                    first_elem = True
-                    while count != -1:  # the claim (count -2), or each claim of the list
-                        if count >= 0:
+                            i = _ws2(b, i + 1, edn)
+                            s, e, j, esc = _name(b, i, n, edn)
+                            if s < 0:
+                                bad = True
+                                break
+                            if _is(b, s, e, w_add):
+                                f = _ADD
+                            elif _is(b, s, e, w_retract):
+                                f = _RETRACT
+                            elif _is(b, s, e, w_current):
+                                f = _CURRENT
+                            elif _is(b, s, e, w_history):
+                                f = _HISTORY
+                            elif _is(b, s, e, w_decide):
+                                f = _DECIDE
+                            else:
+                                bad = True
+                                break
+                            i = _sep(b, j, edn)
+                            if i < 0:
+                                bad = True
+                                break
+                            # the slot, or the question: a token
+                            ts, te, tk, j = _token(b, i, n, edn)
+                            if ts < 0:
+                                bad = True
+                                break
+                            if ntok * 2 >= len(ht) or ntok >= len(tok_start):
+                                return (FULL, F_TOKENS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
+                            slot_tok, ntok = _intern(b, ts, te, tk, ht, tok_start, tok_len, tok_kind, tok_int, ntok)
+                            i = _sep(b, j, edn)
+                            if i < 0:
+                                bad = True
+                                break
+                            if nmops >= len(m_f):
+                                return (FULL, F_MOPS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
+                            m_f[nmops] = f
+                            m_slot[nmops] = slot_tok if f != _DECIDE else -1
+                            m_nil[nmops] = False
+                            # the third element: a claim, a list of claims, or null
+                            if f == _CURRENT or f == _HISTORY or f == _DECIDE:
+                                if _nil(b, i, edn):  # a read, or what a decision considers: not known yet
+                                    m_nil[nmops] = True
+                                    i += _nil(b, i, edn)
+                                    count = -1
+                                elif b[i] == _LB:
+                                    i = _ws2(b, i + 1, edn)
+                                    count = 0
+                                else:
+                                    bad = True
+                                    break
+                            else:
+                                count = -2
+                            first_elem = True
+                            while count != -1:  # the claim (count -2), or each claim of the list
+                                if count >= 0:
+                                    if b[i] == _RB:
+                                        i += 1
+                                        break
+                                    if not first_elem and not edn:
+                                        if b[i] != _COMMA:
+                                            bad = True
+                                            break
+                                        i = _ws(b, i + 1)
+                                first_elem = False
+                                if count == -2 and f == _RETRACT and _nil(b, i, edn):
+                                    m_val[nmops] = -1
+                                    m_nil[nmops] = True
+                                    i += _nil(b, i, edn)
+                                    break
+                                ts, te, tk, j = _token(b, i, n, edn)
+                                if ts < 0:
+                                    bad = True
+                                    break
+                                if ntok * 2 >= len(ht) or ntok >= len(tok_start):
+                                    return (FULL, F_TOKENS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
+                                tok, ntok = _intern(b, ts, te, tk, ht, tok_start, tok_len, tok_kind, tok_int, ntok)
+                                i = _ws2(b, j, edn)
+                                if f == _DECIDE:
+                                    if nde >= len(d_elem):
+                                        return (FULL, F_DELEMS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
+                                    d_elem[nde] = tok
+                                    nde += 1
+                                    count += 1
+                                    continue
+                                # the (slot, claim) pair
+                                if npair * 2 >= len(pht) or npair >= len(pslot):
+                                    return (FULL, F_PAIRS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
+                                pmask = np.uint64(len(pht) - 1)
+                                ph = _pair_hash(slot_tok, tok) & pmask
+                                pair = -1
+                                while pht[ph] != _EMPTY:
+                                    q = pht[ph]
+                                    if pslot[q] == slot_tok and pclaim[q] == tok:
+                                        pair = q
+                                        break
+                                    ph = (ph + np.uint64(1)) & pmask
+                                if pair < 0:
+                                    pslot[npair], pclaim[npair] = slot_tok, tok
+                                    pht[ph] = npair
+                                    pair = npair
+                                    npair += 1
+                                if count == -2:
+                                    m_val[nmops] = pair
+                                    break
+                                if nel >= len(elem):
+                                    return (FULL, F_ELEMS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
+                                elem[nel] = pair
+                                nel += 1
+                                count += 1
+                            if bad:
+                                break
+                            if f == _CURRENT or f == _HISTORY:
+                                if nrows >= len(rlen):
+                                    return (FULL, F_ROWS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
+                                rlen[nrows] = count if count > 0 else 0
+                                m_val[nmops] = nrows
+                                nrows += 1
+                            elif f == _DECIDE:
+                                i = _sep(b, i, edn)
+                                if i < 0:
+                                    bad = True
+                                    break
+                                chosen = -1
+                                if _nil(b, i, edn):
+                                    j = i + _nil(b, i, edn)
+                                else:
+                                    ts, te, tk, j = _token(b, i, n, edn)
+                                    if ts < 0:
+                                        bad = True
+                                        break
+                                    if ntok * 2 >= len(ht) or ntok >= len(tok_start):
+                                        return (FULL, F_TOKENS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
+                                    chosen, ntok = _intern(b, ts, te, tk, ht, tok_start, tok_len, tok_kind, tok_int,
+                                                           ntok)
+                                i = j
+                                if nd >= len(d_q):
+                                    return (FULL, F_DECISIONS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
+                                d_q[nd] = slot_tok
+                                d_start[nd] = nde - max(count, 0)
+                                d_len[nd] = max(count, 0)
+                                d_chosen[nd] = chosen
+                                m_val[nmops] = nd
+                                nd += 1
+                            nmops += 1
+                            i = _ws2(b, i, edn)
+                            if b[i] != _RB:   # the micro-op ends
+                                bad = True
+                                break
+                            i = _ws2(b, i + 1, edn)
                             if b[i] == _RB:
                                 i += 1
                                 break
-                            if not first_elem:
+                            if not edn:
                                 if b[i] != _COMMA:
                                     bad = True
                                     break
                                 i = _ws(b, i + 1)
-                        first_elem = False
-                        x = b[i]
-                        if x == _Q:
-                            j, esc = _string_end(b, i, n)
-                            if j < 0:
-                                bad = True
-                                break
-                            ts, te, tk = i + 1, j - 1, 2 if esc else 0
-                        elif x == _MINUS or 48 <= x <= 57:
-                            j = _int_end(b, i, n)
-                            if j < 0:
-                                bad = True
-                                break
-                            ts, te, tk = i, j, 1
-                        elif count == -2 and f == _RETRACT and _is(b, i, i + 4, w_null):
-                            m_val[nmops] = -1
-                            m_nil[nmops] = True
-                            i += 4
+                        if bad:
                             break
-                        else:
-                            bad = True
-                            break
-                        if ntok * 2 >= len(ht) or ntok >= len(tok_start):
-                            return (FULL, F_TOKENS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
-                        mask = np.uint64(len(ht) - 1)
-                        hh = _hash(b, ts, te, tk) & mask
-                        tok = -1
-                        while ht[hh] != _EMPTY:
-                            t = ht[hh]
-                            if tok_kind[t] == tk and tok_len[t] == te - ts:
-                                same = True
-                                for k in range(te - ts):
-                                    if b[tok_start[t] + k] != b[ts + k]:
-                                        same = False
-                                        break
-                                if same:
-                                    tok = t
-                                    break
-                            hh = (hh + np.uint64(1)) & mask
-                        if tok < 0:
-                            tok_start[ntok], tok_len[ntok], tok_kind[ntok] = ts, te - ts, tk
-                            tok_int[ntok] = _int_value(b, ts, te) if tk == 1 else 0
-                            ht[hh] = ntok
-                            tok = ntok
-                            ntok += 1
-                        i = _ws(b, j)
-                        if f == _DECIDE:
-                            if nde >= len(d_elem):
-                                return (FULL, F_DELEMS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
-                            d_elem[nde] = tok
-                            nde += 1
-                            count += 1
-                            continue
-                        # the (slot, claim) pair
-                        if npair * 2 >= len(pht) or npair >= len(pslot):
-                            return (FULL, F_PAIRS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
-                        pmask = np.uint64(len(pht) - 1)
-                        ph = _pair_hash(slot_tok, tok) & pmask
-                        pair = -1
-                        while pht[ph] != _EMPTY:
-                            q = pht[ph]
-                            if pslot[q] == slot_tok and pclaim[q] == tok:
-                                pair = q
-                                break
-                            ph = (ph + np.uint64(1)) & pmask
-                        if pair < 0:
-                            pslot[npair], pclaim[npair] = slot_tok, tok
-                            pht[ph] = npair
-                            pair = npair
-                            npair += 1
-                        if count == -2:
-                            m_val[nmops] = pair
-                            break
-                        if nel >= len(elem):
-                            return (FULL, F_ELEMS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
-                        elem[nel] = pair
-                        nel += 1
-                        count += 1
-                    if bad:
-                        break
-                    if f == _CURRENT or f == _HISTORY:
-                        if nrows >= len(rlen):
-                            return (FULL, F_ROWS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
-                        rlen[nrows] = count if count > 0 else 0
-                        m_val[nmops] = nrows
-                        nrows += 1
-                    elif f == _DECIDE:
-                        i = _ws(b, i)
-                        if b[i] != _COMMA:
-                            bad = True
-                            break
-                        i = _ws(b, i + 1)
-                        x = b[i]
-                        chosen = -1
-                        if _is(b, i, i + 4, w_null):
-                            j = i + 4
-                        elif x == _Q or x == _MINUS or 48 <= x <= 57:
-                            if x == _Q:
-                                j, esc = _string_end(b, i, n)
-                                if j < 0:
-                                    bad = True
-                                    break
-                                ts, te, tk = i + 1, j - 1, 2 if esc else 0
-                            else:
-                                j = _int_end(b, i, n)
-                                if j < 0:
-                                    bad = True
-                                    break
-                                ts, te, tk = i, j, 1
-                            if ntok * 2 >= len(ht) or ntok >= len(tok_start):
-                                return (FULL, F_TOKENS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
-                            mask = np.uint64(len(ht) - 1)
-                            hh = _hash(b, ts, te, tk) & mask
-                            while ht[hh] != _EMPTY:
-                                t = ht[hh]
-                                if tok_kind[t] == tk and tok_len[t] == te - ts:
-                                    same = True
-                                    for k in range(te - ts):
-                                        if b[tok_start[t] + k] != b[ts + k]:
-                                            same = False
-                                            break
-                                    if same:
-                                        chosen = t
-                                        break
-                                hh = (hh + np.uint64(1)) & mask
-                            if chosen < 0:
-                                tok_start[ntok], tok_len[ntok], tok_kind[ntok] = ts, te - ts, tk
-                                tok_int[ntok] = _int_value(b, ts, te) if tk == 1 else 0
-                                ht[hh] = ntok
-                                chosen = ntok
-                                ntok += 1
-                        else:
-                            bad = True
-                            break
-                        i = j
-                        if nd >= len(d_q):
-                            return (FULL, F_DECISIONS, i0, nops, m0, r0, e0, d0, de0, ntok, npair)
-                        d_q[nd] = slot_tok
-                        d_start[nd] = nde - max(count, 0)
-                        d_len[nd] = max(count, 0)
-                        d_chosen[nd] = chosen
-                        m_val[nmops] = nd
-                        nd += 1
-                    nmops += 1
-                    i = _ws(b, i)
-                    if b[i] != _RB:   # the micro-op ends
-                        bad = True
-                        break
-                    i = _ws(b, i + 1)
-                    if b[i] == _COMMA:
-                        i = _ws(b, i + 1)
-                        continue
-                    if b[i] == _RB:
-                        i += 1
-                        break
-                    bad = True
-                    break
-                if bad:
-                    break
             else:
-                j = _skip(b, i, n)  # any other entry
+                j = _skip(b, i, n, edn)  # any other entry
                 if j < 0:
                     bad = True
                     break
                 i = j
-            i = _ws(b, i)
-            if b[i] == _COMMA:
-                i += 1
-            elif b[i] != _RC:
-                bad = True
-                break
+            i = _ws2(b, i, edn)
+            if not edn:
+                if b[i] == _COMMA:
+                    i += 1
+                elif b[i] != _RC:
+                    bad = True
+                    break
         if bad or typ[o] < 0 or not (seen_process or typ[o] == _T_HEADER) or \
                 (client[o] and (typ[o] != _T_INVOKE or keep_invokes) and not seen_value):
             return (BAIL, 0, op_start[o], nops, nmops, nrows, nel, nd, nde, ntok, npair)
@@ -681,7 +678,7 @@ def _pow2(x: int) -> int:
     return 1 << max(int(x) - 1, 1).bit_length()
 
 
-def run(b: np.ndarray, a: int, n: int, keep_invokes: bool = False) -> tuple[int, int, dict]:
+def run(b: np.ndarray, a: int, n: int, keep_invokes: bool = False, edn: bool = False) -> tuple[int, int, dict]:
     """Scan bytes [a, n) of ``b``: (status OK_ or BAIL, position, the arrays cut to their counts).
     Capacities start small and double when one fills (the scan resumes at the op it was reading).
     Invocations' micro-ops are skipped unless ``keep_invokes``."""
@@ -695,7 +692,7 @@ def run(b: np.ndarray, a: int, n: int, keep_invokes: bool = False) -> tuple[int,
     counts = np.zeros(8, np.int64)
     pos = a
     while True:
-        status, code, pos, *got = scan(b, pos, n, keep_invokes, counts, *(arr[k] for k in _NAMES))
+        status, code, pos, *got = scan(b, pos, n, keep_invokes, edn, counts, *(arr[k] for k in _NAMES))
         counts[:] = got
         if status != FULL:
             break
@@ -724,6 +721,9 @@ def warm() -> None:
             b'["add","a","y"],["retract","a",1],["history","a",["x","y"]],["decide","q",["x"],"x"]]}\n')
     b = np.frombuffer(text + bytes(16), np.uint8)
     _, _, c = run(b, 0, len(text))
+    edn = (b'{:type :header}\n{:index 0, :type :ok, :process 0, :f :txn, :value [[:add :a "y"] [:current "a" nil] '
+           b'[:decide 1 [-2] nil]]}\n')
+    run(np.frombuffer(edn + bytes(16), np.uint8), 0, len(edn), False, True)
     token_blob(b, c["tok_start"], c["tok_len"], c["tok_kind"])
     _rehash_tokens(b, c["tok_start"], c["tok_len"], c["tok_kind"], len(c["tok_start"]), 64)
     _rehash_pairs(c["pslot"], c["pclaim"], len(c["pslot"]), 64)

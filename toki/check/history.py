@@ -300,7 +300,11 @@ def _edn_loads(s: str, name: str) -> list:
         raise HistoryError(f"{name} is not valid EDN: {e}", fix="give one op map per line, or a vector of op maps") from None
     if len(vals) == 1 and isinstance(vals[0], (list, tuple, edn_format.ImmutableList)):
         vals = list(vals[0])
-    return [_from_edn(v) for v in vals]
+    try:
+        return [_from_edn(v) for v in vals]
+    except TypeError:  # a map keyed by a map or a vector: no op map has one
+        raise HistoryError(f"{name} has a map keyed by a map or a vector, which no op has",
+                           fix="op maps have keyword keys (:type, :process, :value, ...)") from None
 
 
 def _from_edn(x: Any) -> Any:

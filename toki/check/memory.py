@@ -235,7 +235,7 @@ def read(path: str | Path, *, fmt: str | None = None, multi_valued=()) -> Memory
     fmt = fmt or ("edn" if p.suffix.lower() == ".edn" else None)
     head = text[:1 << 16].lstrip()[:64]
     if fmt == "edn" or (fmt is None and looks_edn(head)):
-        return parse(loads(text, fmt="edn", name=str(p)), multi_valued=multi_valued)
+        return parse_edn(text, name=str(p), multi_valued=multi_valued)
     return parse_json(text, name=str(p), multi_valued=multi_valued)
 
 
@@ -635,7 +635,8 @@ def _columns_of_lines(text: bytes, a: int, b: int) -> dict:
 JIT_BYTES = 4 << 20
 
 
-def _scan_compiled(text: bytes, a: int, e: int, buf: np.ndarray, keep_invokes: bool = False) -> dict | None:
+def _scan_compiled(text: bytes, a: int, e: int, buf: np.ndarray, keep_invokes: bool = False,
+                   edn: bool = False) -> dict | None:
     """The compiled scanner's columns for bytes [a, e) of JSON text (lines or an array), still in
     its own tokens (each distinct raw string or integer once, decoded here), or None where the
     scanner stops (anything outside what it reads)."""
@@ -644,7 +645,7 @@ def _scan_compiled(text: bytes, a: int, e: int, buf: np.ndarray, keep_invokes: b
     k = jit.kernels("_jitmemory")
     if k is None:
         return None
-    status, _at, c = k.run(buf, a, e, keep_invokes)
+    status, _at, c = k.run(buf, a, e, keep_invokes, edn)
     if status != k.OK_:
         return None
     kind = c["tok_kind"]
@@ -680,9 +681,30 @@ def _json_string(raw: bytes) -> str:
     return json.loads(b'"' + raw + b'"')
 
 
-def _parse_compiled(text: bytes, split: bool) -> tuple[MemoryHistory, dict | None] | None:
-    """A MemoryHistory read by the compiled scanner (in two halves at once when ``split``), or
-    None where it stops: the caller then reads the text in Python."""
+def parse_edn(text: bytes, *, name: str = "history", multi_valued=(), split: bool | None = None,
+              compiled: bool | None = None) -> MemoryHistory:
+    """Columns from EDN as Jepsen writes it (op maps with keywords, one per line or in a vector):
+    by the compiled scanner from :data:`JIT_BYTES` on, else (or where it stops: tags, sets,
+    comments, ...) by the EDN reader, op maps then :func:`parse`."""
+    if isinstance(text, str):
+        text = text.encode()
+    if compiled is None:
+        compiled = len(text) >= JIT_BYTES
+    if compiled:
+        with no_gc():
+            got = _parse_compiled(text, len(text) >= SPLIT_BYTES if split is None else split, edn=True)
+        if got is not None:
+            h, head = got
+            h.header = head
+            h.multi = _multi_valued(h.slots, list(_header_slots(head)) + list(multi_valued or ()))
+            return h
+    return parse(loads(text, fmt="edn", name=name), multi_valued=multi_valued)
+
+
+def _parse_compiled(text: bytes, split: bool, edn: bool = False) -> tuple[MemoryHistory, dict | None] | None:
+    """A MemoryHistory read by the compiled scanner (in two halves at once when ``split``; EDN as
+    Jepsen writes it when ``edn``), or None where it stops: the caller then reads the text in
+    Python."""
     from toki.check import forked, jit
     from toki.check.history import Times, _json_loads
 
@@ -691,15 +713,15 @@ def _parse_compiled(text: bytes, split: bool) -> tuple[MemoryHistory, dict | Non
     buf = np.frombuffer(text + bytes(16), np.uint8)
     mid = text.find(b"\n", len(text) // 2) + 1 if split and forked.available() else 0
     if mid <= 0 or mid >= len(text):
-        parts = [_scan_compiled(text, 0, len(text), buf)]
+        parts = [_scan_compiled(text, 0, len(text), buf, edn=edn)]
     else:
-        kid = forked.Forked(_scan_compiled, text, mid, len(text), buf)
+        kid = forked.Forked(_scan_compiled, text, mid, len(text), buf, False, edn)
         try:
-            a = _scan_compiled(text, 0, mid, buf)
+            a = _scan_compiled(text, 0, mid, buf, edn=edn)
             try:
                 b = kid.result()
             except forked.ChildLost:
-                b = _scan_compiled(text, mid, len(text), buf)
+                b = _scan_compiled(text, mid, len(text), buf, edn=edn)
         finally:
             kid.abandon()
         parts = [a, b]
@@ -713,7 +735,7 @@ def _parse_compiled(text: bytes, split: bool) -> tuple[MemoryHistory, dict | Non
     if len(typ) and typ[0] == 9:
         if text[:span[0, 0]].strip(b" \t\r\n[") != b"":
             return None
-        head = _json_loads(text[span[0, 0]:span[1, 0]])
+        head = _op_at(text, span[0, 0], span[1, 0], edn)
     body = slice(1, None) if head is not None else slice(None)
     if (typ[body] == 9).any():
         return None
@@ -741,7 +763,7 @@ def _parse_compiled(text: bytes, split: bool) -> tuple[MemoryHistory, dict | Non
     if len(dangling):
         extra_text = b"\n".join(text[s:e] for s, e in span[:, dangling].T.tolist())
         extra = _scan_compiled(extra_text, 0, len(extra_text), np.frombuffer(extra_text + bytes(16), np.uint8),
-                               keep_invokes=True)
+                               keep_invokes=True, edn=edn)
         if extra is None or len(extra["typ"]) != len(dangling):
             return None
         parts.append(extra)
@@ -759,6 +781,17 @@ def _parse_compiled(text: bytes, split: bool) -> tuple[MemoryHistory, dict | Non
         m_val=c["m_val"][msel], m_nil=c["m_nil"][msel], r_off=c["r_off"], r_elem=c["r_elem"], slots=c["slots"],
         pair_slot=c["pair_slot"], pair_claim=c["pair_claim"], decisions=c["decisions"], t_pgroup=tx["pgroup"])
     return h, head
+
+
+def _op_at(text: bytes, s: int, e: int, edn: bool) -> dict:
+    """The op map written at bytes [s, e) (a header)."""
+    from toki.check.history import _json_loads
+    from toki.check.history import loads as loads_any
+
+    if edn:
+        got = loads_any(text[s:e], fmt="edn")
+        return got[0] if got else {}
+    return _json_loads(text[s:e])
 
 
 def _merge_tokens(parts: list[dict]) -> dict | None:
