@@ -13,30 +13,16 @@ exit 2 and one line naming what failed, never a traceback.
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import traceback
 from pathlib import Path
 
 import pytest
 
-from toki.cli import main
+from tests._cli import toki as _toki
 
 BUDGET = 30
 STEP_LIMIT = "5"  # seconds one storage call may take; a trial of these plug-ins takes milliseconds
-
-
-def _toki(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        rc = main(list(argv), out=out, err=err)
-    except Exception as e:  # noqa: BLE001 - any exception here is a traceback a user would see
-        from toki.errors import redact
-
-        pytest.fail(f"toki {redact(' '.join(argv))} raised {type(e).__name__}: {e} instead of exiting with one line\n"
-                    + "".join(traceback.format_exception(e))[-3000:], pytrace=False)
-    return rc, out.getvalue(), err.getvalue()
 
 
 def _certify(spec: str, scenario: str, *extra: str) -> tuple[int, dict]:
