@@ -45,13 +45,12 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
 
 from toki.engines import mem0_engine as m2
-from toki.engines.models import embed as bag_of_words, rejudged
+from toki.engines.models import embed as bag_of_words
 from toki.engines.models import mem0_v2 as model
 from toki.errors import ConfigError
-from toki.harness.engine import Detector, Scenario
+from toki.harness.engine import Scenario
 
 PIN = "1.0.11"
 EXTRA_FIX = ("pip install 'toki[mem0-v1]' in an environment of its own (mem0ai 1.0.x and 2.x share the import name "
@@ -84,7 +83,7 @@ def _require():
         os.environ["MEM0_TELEMETRY"] = "False"
         os.environ.setdefault("MEM0_DIR", str(Path(tempfile.gettempdir()) / f"toki-mem0v1-{os.getuid()}"))
     try:
-        import psycopg_pool  # noqa: F401
+        import psycopg_pool  # noqa: F401 - mem0's pgvector store falls back to psycopg2 without it
     except ImportError:
         raise ConfigError("mem0's pgvector store needs psycopg_pool, which is not installed", fix=EXTRA_FIX) from None
     import mem0
