@@ -15,7 +15,7 @@ with a crash in it, is the one package built into the harness's implementation).
   :class:`Replayed`, :class:`Baseline` files of accepted findings, :class:`Unverifiable`;
 - the search: the strategies :class:`Random`, :class:`Pct`, :class:`Exhaustive`, :class:`Replay`
   (one file each under :mod:`~toki.harness.strategies`), run by :func:`run` in the one loop of
-  :mod:`~toki.harness.search` (:class:`Strategy`, :class:`Runs`), answering a :class:`Searched`;
+  :mod:`~toki.harness.loop` (:class:`Strategy`, :class:`Runs`), answering a :class:`Searched`;
   :func:`strategy_options`, the searches ``toki certify`` offers;
 - single runs, for a strategy of your own or an experiment's own count: :class:`TrialRunner`,
   :class:`TrialResult`, the choosers :class:`Chooser`, :class:`SerialChooser`,
@@ -26,8 +26,8 @@ Everything else is implementation, and may change in any release: the controller
 (``controller``), the interception of sqlite3, psycopg, PyMySQL, files, file locks, Python locks
 and threads (``sqlite_calls``, ``pg_calls``, ``mysql_calls``, ``file_calls``, ``file_locks``,
 ``locks``, ``threads``, ``sync``, ``effects``, ``observers``), a trial's machinery (``trial``),
-the exhaustive search's tree (``explore``). The modules ``search``'s former functions
-(``certify_search``, ``search``, ``exhaustive_part``) and ``pct`` stay for one release.
+the exhaustive search's tree (``explore``). The former search functions (``search``'s
+``certify_search``, ``search``, ``exhaustive_part``, and ``pct``'s) stay for one release.
 """
 
 from toki.harness.certify import Decision, Replayed, Verdict, certify, replay
@@ -37,7 +37,7 @@ from toki.harness.draw import draw, shorten
 from toki.harness.engine import Detector, Engine, PluginError, Scenario, connect_database, optional
 from toki.harness.findings import DesignFinding, Finding, anomaly_of
 from toki.harness.locks import InstrumentedLock
-from toki.harness.search import Runs, Searched, Strategy, run
+from toki.harness.loop import Runs, Searched, Strategy, run
 from toki.harness.strategies import Exhaustive, Pct, Random, Replay, strategy_options
 from toki.harness.trial import TrialResult, TrialRunner
 from toki.harness.witness import Baseline, Witness

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from toki.harness.controller import STEP_LIMIT_S, Unverifiable
 from toki.harness.findings import DesignFinding, Finding
-from toki.harness.search import Searched, Strategy, run, timed
+from toki.harness.loop import Searched, Strategy, run, timed
 from toki.harness.strategies.replay import Replay
 from toki.harness.trial import TrialResult, TrialRunner
 from toki.harness.witness import Witness, digest

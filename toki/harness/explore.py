@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from toki.errors import ConfigError
 from toki.harness.controller import Chooser, StepRecord, Unverifiable, context_switches
 from toki.harness.locks import InstrumentedLock
-from toki.harness.search import OutOfTime, Runs
+from toki.harness.loop import OutOfTime, Runs
 from toki.harness.trial import TrialResult, TrialRunner
 
 

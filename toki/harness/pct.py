@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from toki.harness.search import run
+from toki.harness.loop import run
 from toki.harness.strategies.pct import PCTChooser, Pct, bound  # noqa: F401 - re-exported
 from toki.harness.trial import TrialResult, TrialRunner
 

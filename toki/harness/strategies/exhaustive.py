@@ -21,8 +21,7 @@ from typing import ClassVar
 
 from toki.errors import ConfigError
 from toki.harness.controller import Unverifiable, context_switches
-from toki.harness.search import Runs, Searched
-from toki.harness.strategies import Base, Option
+from toki.harness.loop import Base, Option, Runs, Searched
 
 
 @dataclass(frozen=True)

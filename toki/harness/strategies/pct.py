@@ -21,8 +21,7 @@ from typing import ClassVar
 
 from toki.errors import ConfigError
 from toki.harness.controller import Chooser
-from toki.harness.search import OutOfTime, Runs, Searched, timed
-from toki.harness.strategies import Base, Option, _late
+from toki.harness.loop import Base, Option, OutOfTime, Runs, Searched, _late, timed
 
 
 class PCTChooser(Chooser):

@@ -8,7 +8,7 @@ The witness is the concrete grant sequence of the shrunk run, which a
 :class:`~toki.harness.strategies.Replay` re-executes exactly.
 
 Hypothesis drives its own loop (it calls the test with each tape): every run is still made
-through the search loop's :meth:`~toki.harness.search.Runs.trial`, which ends the search at its
+through the search loop's :meth:`~toki.harness.loop.Runs.trial`, which ends the search at its
 deadline. A sample, not a bound: "no anomaly" here certifies nothing beyond the runs made.
 """
 
@@ -20,8 +20,7 @@ from typing import ClassVar
 
 from toki.errors import ConfigError
 from toki.harness.controller import TapeChooser, context_switches
-from toki.harness.search import OutOfTime, Runs, Searched, timed
-from toki.harness.strategies import Base, _late
+from toki.harness.loop import Base, OutOfTime, Runs, Searched, _late, timed
 from toki.harness.trial import TrialResult
 
 RATES = (1, 4, 2, 3)  # switching rates 1/2, 1/16, 1/4, 1/8 per decision, in the order the budget is spent

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from toki.harness.controller import ReplayChooser
-from toki.harness.search import OutOfTime, Runs, Searched, timed
-from toki.harness.strategies import Base
+from toki.harness.loop import Base, OutOfTime, Runs, Searched, timed
 
 
 @dataclass(frozen=True)
