@@ -188,10 +188,11 @@ class Base:
         """The "examples" cell of ``toki certify``'s table for a verdict row (its ``trials``,
         ``shrinks``, ``verdict`` and ``search``): how many runs, and whether the deadline cut
         them short."""
-        return f"{row['trials']} runs" + _late(row)
+        return f"{row['trials']} runs" + out_of_time_note(row)
 
 
-def _late(row: dict) -> str:
+def out_of_time_note(row: dict) -> str:
+    """", out of time" when the deadline cut the row's search short (an "examples" cell's tail)."""
     return ", out of time" if (row.get("search") or {}).get("out_of_time") else ""
 
 
@@ -202,8 +203,8 @@ class Option:
     strategy (``budget`` is ``--budget``, or ``default_budget`` when it is not given) and refuses a
     bad value with a :class:`~toki.errors.ConfigError`; ``purpose`` is said when two searches are
     asked for at once; ``keep_going`` and ``shards`` say whether ``--keep-going`` and
-    ``--workers``/``--cluster`` apply (the strategy then has ``part``, ``merge`` and ``shards``, as
-    :class:`Exhaustive` has)."""
+    ``--workers``/``--cluster`` apply (the strategy then has ``sharded``, ``job``, ``late_part`` and
+    ``shards``, as :class:`~toki.harness.strategies.Exhaustive` has)."""
 
     name: str
     metavar: str

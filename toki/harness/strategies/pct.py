@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from toki.errors import ConfigError
 from toki.harness.controller import Chooser
-from toki.harness.loop import Base, Option, OutOfTime, Runs, Searched, _late, timed
+from toki.harness.loop import Base, Option, OutOfTime, Runs, Searched, out_of_time_note, timed
 
 
 class PCTChooser(Chooser):
@@ -73,7 +73,7 @@ class Pct(Base):
         return f"PCT depth {self.depth}, {self.runs} runs"
 
     def examples(self, row: dict) -> str:
-        return f"{row['trials']} PCT runs" + _late(row)
+        return f"{row['trials']} PCT runs" + out_of_time_note(row)
 
     def search(self, runs: Runs) -> Searched:
         runner = runs.runner

@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from toki.errors import ConfigError
 from toki.harness.controller import TapeChooser, context_switches
-from toki.harness.loop import Base, OutOfTime, Runs, Searched, _late, timed
+from toki.harness.loop import Base, OutOfTime, Runs, Searched, out_of_time_note, timed
 from toki.harness.trial import TrialResult
 
 RATES = (1, 4, 2, 3)  # switching rates 1/2, 1/16, 1/4, 1/8 per decision, in the order the budget is spent
@@ -43,7 +43,7 @@ class Random(Base):
         return f"random search, budget {self.budget}"
 
     def examples(self, row: dict) -> str:
-        return f"{row['trials']} (+{row['shrinks']} shrinking)" + _late(row)
+        return f"{row['trials']} (+{row['shrinks']} shrinking)" + out_of_time_note(row)
 
     def search(self, runs: Runs) -> Searched:
         from hypothesis import HealthCheck, Phase, find, settings  # imported when a search runs: toki starts faster
