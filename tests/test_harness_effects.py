@@ -125,6 +125,27 @@ def test_a_write_opened_outside_the_runs_folder_stops_the_run_where_it_happens(t
             search(runner, budget=5, seed=0)
 
 
+def test_the_descriptor_scan_counts_descriptors_that_can_write_and_not_reads_by_other_threads(tmp_path):
+    """A host process's own threads (a Dask worker formatting a traceback) open sources for
+    reading at any moment: that is no storage change. A file held open for writing outside the
+    run's folder that grows between two scans is one."""
+    from toki.harness.effects import DescriptorScan
+
+    folder, outside = tmp_path / "run", tmp_path / "elsewhere.log"
+    folder.mkdir()
+    outside.write_text("")
+    scan = DescriptorScan(folder)
+    before = scan()
+    with open(__file__, "rb"):  # read-only, outside the folder, appearing between two scans
+        assert scan() == before
+    with open(outside, "a") as w:
+        held = scan()
+        assert any("elsewhere.log" in k and "for writing" in k for k in held), held
+        w.write("x")
+        w.flush()
+        assert scan() != held
+
+
 # -- 2. nothing ran, nothing certified -----------------------------------------------------------
 
 def test_a_scenario_whose_calls_fail_in_every_serial_order_is_unverifiable_naming_the_failure():

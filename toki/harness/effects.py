@@ -15,7 +15,7 @@ certify calls nobody scheduled. So toki does not list drivers: it watches what t
 - **C-level**, in the self-checked runs (every serial order, twice, and every replay): a scan of
   the process's descriptors between one step's end and the next grant. A TCP connection that no
   intercepted driver owns and whose byte counters (``TCP_INFO``) moved, a regular file held open
-  outside the folder whose size or time changed, a shared writable memory map whose file changed,
+  for writing outside the folder whose size or time changed, a shared writable memory map whose file changed,
   or a Unix-socket connection to a server that no intercepted driver owns (Linux keeps no byte
   counters for those) makes the run unverifiable. Every scenario runs its serial orders before
   any search, so an engine that always takes such a path is refused before a verdict is made.
@@ -28,6 +28,7 @@ own threads do. The engines documentation lists each path and what happens to it
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import os
 import socket
@@ -363,12 +364,17 @@ class DescriptorScan:
                             "that toki can at least see that it was used")
             elif link.startswith("/") and not link.startswith(_ALLOWED_PREFIXES) and not (
                     link == self.root or link.startswith(self.root + os.sep)):
+                # Only a descriptor that can write: one open for reading changes nothing, and a
+                # thread of a host process (a Dask worker formatting a traceback) opens sources
+                # for reading at any moment.
                 try:
+                    if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
+                        continue
                     st = os.fstat(fd)
                 except OSError:
                     continue
                 if stat.S_ISREG(st.st_mode):
-                    out[f"{link} (held open outside the run's folder, descriptor {fd})"] = (st.st_size,
+                    out[f"{link} (held open for writing outside the run's folder, descriptor {fd})"] = (st.st_size,
                                                                                          st.st_mtime_ns)
         # A map outlives its descriptor: read the maps again when the descriptors changed, and
         # every 64th scan besides (a C library that opens, maps and closes within one window).
