@@ -107,7 +107,9 @@ class MemoryHistory:
     #: per slot code: whether the slot may hold several current claims
     multi: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     workload: str = "memory"
-    parser: str = "memory"
+    #: which reader built it: "compiled" (toki.check._jitmemory; ", two processes" when split),
+    #: "compiled EDN", or "python" (op maps)
+    parser: str = "python"
     helper_max_rss_kb: int = 0
 
     @property
@@ -282,10 +284,12 @@ def parse_json(text: bytes, *, name: str = "history", multi_valued=(), split: bo
     if compiled is None:
         compiled = len(text) >= JIT_BYTES
     if compiled:
+        split = len(text) >= SPLIT_BYTES if split is None else split
         with no_gc():
-            got = _parse_compiled(text, len(text) >= SPLIT_BYTES if split is None else split)
+            got = _parse_compiled(text, split)
         if got is not None:
             h, head = got
+            h.parser = "compiled, two processes" if split else "compiled"
             h.header = head
             h.multi = _multi_valued(h.slots, list(_header_slots(head)) + list(multi_valued or ()))
             return h
@@ -691,10 +695,12 @@ def parse_edn(text: bytes, *, name: str = "history", multi_valued=(), split: boo
     if compiled is None:
         compiled = len(text) >= JIT_BYTES
     if compiled:
+        split = len(text) >= SPLIT_BYTES if split is None else split
         with no_gc():
-            got = _parse_compiled(text, len(text) >= SPLIT_BYTES if split is None else split, edn=True)
+            got = _parse_compiled(text, split, edn=True)
         if got is not None:
             h, head = got
+            h.parser = "compiled EDN, two processes" if split else "compiled EDN"
             h.header = head
             h.multi = _multi_valued(h.slots, list(_header_slots(head)) + list(multi_valued or ()))
             return h
@@ -809,15 +815,11 @@ def _merge_tokens(parts: list[dict]) -> dict | None:
     else:
         tmaps = [np.arange(max(len(vals), 1), dtype=np.int64)]
     for p in parts[1:]:  # a value is the same token in every part (and 1 is not "1": types differ)
-        got = list(map(ids.get, p["vals"]))
-        if None in got:
-            for j, v in enumerate(p["vals"]):
-                if got[j] is None:
-                    got[j] = ids.get(v)
-                    if got[j] is None:
-                        got[j] = ids[v] = len(vals)
-                        vals.append(v)
-        tmaps.append(np.array(got or [0], np.int64))
+        pv = p["vals"]
+        new = [v for v in dict.fromkeys(pv) if v not in ids]
+        ids.update(zip(new, range(len(vals), len(vals) + len(new))))
+        vals += new
+        tmaps.append(np.array(list(map(ids.__getitem__, pv)) or [0], np.int64))
     G_ = max(len(vals), 1)
     keys = np.concatenate([tm[p["pslot"]] * G_ + tm[p["pclaim"]] for p, tm in zip(parts, tmaps)])
     uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
@@ -1100,7 +1102,7 @@ class _Held:
         self.width = cnt[self.rslot]
         total = int(self.width.sum())
         self.n = len(cur)
-        self._held = None
+        self._held = self._distinct = None
         if total <= _BITS_MAX:
             self.base = np.cumsum(self.width) - self.width
             self.bits = np.zeros(total + 1, bool)  # the last bit stays False: where a query is off its slot
@@ -1128,12 +1130,17 @@ class _Held:
         return self._held
 
     def distinct(self) -> np.ndarray:
-        """Distinct claims held, per read."""
-        if self.bits is None:
-            return np.bincount(self.codes // self.P, minlength=self.n)
-        c = np.zeros(len(self.bits) + 1, np.int64)
-        np.cumsum(self.bits, out=c[1:])
-        return c[self.base + self.width] - c[self.base]
+        """Distinct claims held, per read (computed once)."""
+        if self._distinct is None:
+            if self.bits is None:
+                self._distinct = np.bincount(self.codes // self.P, minlength=self.n)
+            elif self.n == 0:
+                self._distinct = np.zeros(0, np.int64)
+            else:
+                got = np.add.reduceat(self.bits, self.base, dtype=np.int64)
+                got[self.width == 0] = 0  # (reduceat gives an empty range its first element)
+                self._distinct = got
+        return self._distinct
 
 
 def _edges(rel: int, kind: str, src, dst, key, v1, v2, at=None) -> G.EdgeSet:
