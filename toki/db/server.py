@@ -68,7 +68,7 @@ class Server:
         """
         opts = ["-c synchronous_commit=" + ("on" if durable else "off")]
         if schema:
-            _check_ident(schema)
+            check_ident(schema)
             opts.append(f"-c search_path={schema}")
         if deadlock_timeout_ms is not None and self.can_lower_deadlock_timeout:
             opts.append(f"-c deadlock_timeout={int(deadlock_timeout_ms)}ms")
@@ -128,7 +128,7 @@ class Server:
         return self.seam.levels() if self.seam is not None else POSTGRES_LEVELS
 
 
-def _check_ident(name: str) -> None:
+def check_ident(name: str) -> None:
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", name):
         raise ConfigError(f"{name!r} is not a plain lower-case SQL identifier", fix="use [a-z_][a-z0-9_]*")
 
@@ -236,7 +236,7 @@ def _start_embedded() -> Server:
         except Exception as e:
             raise fail(e) from None
     server = Server(dsn=uri, how="embedded", where=f"unix socket in {srv.get_postmaster_info().socket_dir}")
-    _tune_embedded(server)
+    tune_embedded(server)
     atexit.register(_quiet_cleanup, srv)
     return server
 
@@ -308,7 +308,7 @@ def _prune_handles(pgdata: Path) -> None:
             path.write_text(json.dumps(alive))
 
 
-def _tune_embedded(server: Server) -> None:
+def tune_embedded(server: Server) -> None:
     # The embedded server is ours alone: trade crash durability for speed. Isolation semantics
     # do not depend on any of these settings.
     with psycopg.connect(server.dsn, autocommit=True, connect_timeout=10) as c:
@@ -404,7 +404,7 @@ def _literal(text: str) -> str:
 
 
 def drop_schema(server: Server, name: str) -> None:
-    _check_ident(name)
+    check_ident(name)
     with contextlib.suppress(psycopg.Error, DatabaseUnavailable), server.connect() as c:
         # A straggler's lock (a session left blocked by a failed run) must not hang the drop: give up
         # after 5 s; the schema keeps its tag, so `toki db gc` drops it later.

@@ -660,7 +660,7 @@ class Store:
              label: str = "store", create: bool = True, **kw) -> "Store":
         """A store in a fresh run schema (``schema=None``; dropped on close), or attached to an
         existing ``schema`` (created if missing when ``create``; never dropped by the store)."""
-        from toki.db.server import _check_ident, create_run_schema
+        from toki.db.server import check_ident, create_run_schema
 
         server = server or resolve(dsn)
         if "mode" in kw:
@@ -670,7 +670,7 @@ class Store:
             if owns:
                 schema = create_run_schema(c, label)
             else:
-                _check_ident(schema)
+                check_ident(schema)
                 if create:
                     c.execute(f"create schema if not exists {schema}")
         store = cls(server=server, schema=schema, owns_schema=owns, **kw)

@@ -295,7 +295,7 @@ def _release(pool, server, schema: str | None) -> None:
 
 # -- the engine -------------------------------------------------------------------------------
 
-class _EnginePool:
+class EnginePool:
     """The engine's psycopg_pool pool as mem0's ``connection_pool`` option sees it.
 
     ``PGVector.__del__`` closes the pool it was given; this pool outlives every ``Memory`` (the
@@ -315,7 +315,7 @@ class _EnginePool:
 
 
 @dataclass
-class _Handle:
+class Mem0Handle:
     mem: Any  # mem0.Memory
     key: str  # the trial's location
     ids: dict[str, str] = field(default_factory=dict)  # scenario's name for a memory -> its mem0 id
@@ -408,12 +408,12 @@ class Mem0Engine(OnPostgres):
 
         return MemoryConfig(
             vector_store=VectorStoreConfig(provider="pgvector", config={
-                "collection_name": table, "embedding_model_dims": DIM, "connection_pool": _EnginePool(self._storage())}),
+                "collection_name": table, "embedding_model_dims": DIM, "connection_pool": EnginePool(self._storage())}),
             llm=LlmConfig.model_construct(provider=LLM_PROVIDER, config={}),
             embedder=EmbedderConfig.model_construct(provider=EMBEDDER_PROVIDER, config={"embedding_dims": DIM}),
             history_db_path=str(Path(location) / "history.db"))
 
-    def open(self, location: Path) -> _Handle:
+    def open(self, location: Path) -> Mem0Handle:
         mem0 = _require()
         key = str(location)
         with self._lock:
@@ -426,13 +426,13 @@ class Mem0Engine(OnPostgres):
         m.vector_store._ensure_collection()
         if key in self._entity_keys:
             m.entity_store._ensure_collection()  # likewise for the entity store, which setup created
-        return _Handle(m, key, self._ids.setdefault(key, {}))
+        return Mem0Handle(m, key, self._ids.setdefault(key, {}))
 
-    def prepare(self, h: _Handle, controller) -> None:
+    def prepare(self, h: Mem0Handle, controller) -> None:
         """The history's threading.Lock, made visible to the controller (it matters for shared handles)."""
         h.mem.db._lock = InstrumentedLock(f"SQLiteManager._lock#{id(h.mem.db) % 1000:03d}", reentrant=False)
 
-    def close(self, h: _Handle) -> None:
+    def close(self, h: Mem0Handle) -> None:
         h.mem.close()
 
     def discard(self, location: Path) -> None:
@@ -485,7 +485,7 @@ class Mem0Engine(OnPostgres):
             with contextlib.suppress(Exception):
                 drop_schema(self.server, schema)
 
-    def state(self, h: _Handle) -> dict:
+    def state(self, h: Mem0Handle) -> dict:
         mem = h.mem
         rows = mem.get_all(filters={"user_id": USER}, top_k=1000)["results"]
         current = {r["id"]: r["memory"] for r in rows}
@@ -498,15 +498,15 @@ class Mem0Engine(OnPostgres):
             if mid in current:
                 memories.append([label, current[mid]])
             events = sorted(([r["event"], r["old_memory"], r["new_memory"], bool(r["is_deleted"])] for r in hist),
-                            key=_key)
+                            key=canonical_key)
             history.append([label, events])
-        out = {"memories": sorted(memories, key=_key), "history": sorted(history, key=_key)}
+        out = {"memories": sorted(memories, key=canonical_key), "history": sorted(history, key=canonical_key)}
         if h.key in self._entity_keys:
             listed = mem.entity_store.list(filters={"user_id": USER}, top_k=1000)
             rows = listed[0] if listed and isinstance(listed[0], list) else listed
             out["entities"] = sorted(([r.payload.get("data"), sorted(labels.get(i, "<unknown>") for i in
                                                                      r.payload.get("linked_memory_ids", []))]
-                                      for r in rows), key=_key)
+                                      for r in rows), key=canonical_key)
         return out
 
 
@@ -518,7 +518,7 @@ class Mem0Client:
     ``history`` read the user's memories, oldest first (mem0 never supersedes, so a slot's audit
     history and its current claims are the same list: a claim inserted twice shows twice)."""
 
-    def __init__(self, handle: _Handle):
+    def __init__(self, handle: Mem0Handle):
         self.h = handle
 
     def add(self, slot: str, claim: str) -> None:
@@ -539,19 +539,20 @@ class Mem0Client:
         self.h.mem.close()
 
 
-def _key(v) -> str:
+def canonical_key(v) -> str:
+    """A state entry's sort key: its JSON, keys sorted (mem0 v1's plug-in sorts its state the same way)."""
     return json.dumps(v, sort_keys=True, default=str)
 
 
 # -- what one agent does ----------------------------------------------------------------------
 
-def _add(h: _Handle, text: str):
+def _add(h: Mem0Handle, text: str):
     r = h.mem.add([{"role": "user", "content": text}], user_id=USER)
     return sorted(x["memory"] for x in r["results"])
 
 
 def _seed(*texts: str):
-    def setup(h: _Handle):
+    def setup(h: Mem0Handle):
         for t in texts:
             r = h.mem.add([{"role": "user", "content": t}], user_id=USER)
             for x in r["results"]:
@@ -559,7 +560,7 @@ def _seed(*texts: str):
     return setup
 
 
-def _perform(h: _Handle, what: tuple):
+def _perform(h: Mem0Handle, what: tuple):
     op, *args = what
     if op == "add":
         return _add(h, args[0])
@@ -571,7 +572,7 @@ def _perform(h: _Handle, what: tuple):
 
 
 def _calls(plan: dict[str, tuple]):
-    def call(h: _Handle, agent: str):
+    def call(h: Mem0Handle, agent: str):
         return _perform(h, plan[agent])
     return call
 
@@ -751,14 +752,14 @@ def reported_linked_ids_p4(engine: Mem0Engine) -> Scenario:
     scenario alone gives mem0 :class:`QuotedTermsNLP` in spaCy's place (entities = quoted terms).
     Setup: 'I am reading "Dune".' (entity Dune, linked to it); agents add 'I finished "Dune".' and
     'I loved "Dune".': serially Dune links all three memories."""
-    def setup(h: _Handle):
+    def setup(h: Mem0Handle):
         engine._entity_keys.add(h.key)
         with entity_extraction():
             _seed('I am reading "Dune".')(h)
 
     plan = {"A": ("add", 'I finished "Dune".'), "B": ("add", 'I loved "Dune".')}
 
-    def call(h: _Handle, agent: str):
+    def call(h: Mem0Handle, agent: str):
         with entity_extraction():
             return _perform(h, plan[agent])
     return Scenario("reported-linked-ids-p4", "reported: the entity store's linked_memory_ids list is read, extended "

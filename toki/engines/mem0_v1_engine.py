@@ -215,12 +215,12 @@ class Mem0V1Engine(m2.Mem0Engine):
         return MemoryConfig(
             vector_store=VectorStoreConfig(provider="pgvector", config={
                 "collection_name": table, "embedding_model_dims": DIM,
-                "connection_pool": m2._EnginePool(self._storage())}),
+                "connection_pool": m2.EnginePool(self._storage())}),
             llm=LlmConfig.model_construct(provider=LLM_PROVIDER, config={}),
             embedder=EmbedderConfig.model_construct(provider=EMBEDDER_PROVIDER, config={"embedding_dims": DIM}),
             history_db_path=str(Path(location) / "history.db"))
 
-    def open(self, location: Path) -> m2._Handle:
+    def open(self, location: Path) -> m2.Mem0Handle:
         mem0 = _require()
         key = str(location)
         with self._lock:
@@ -228,11 +228,11 @@ class Mem0V1Engine(m2.Mem0Engine):
             if table is None:
                 table = self._tables[key] = f"mem_{next(self._n)}"
         m = mem0.Memory(self._config(table, Path(location)))  # 1.0.x creates its collection here
-        return m2._Handle(m, key, self._ids.setdefault(key, {}))
+        return m2.Mem0Handle(m, key, self._ids.setdefault(key, {}))
 
     # -- what an agent does ------------------------------------------------------------------------
 
-    def run_plan(self, h: m2._Handle, agent: str, plan: tuple, judge=None) -> dict:
+    def run_plan(self, h: m2.Mem0Handle, agent: str, plan: tuple, judge=None) -> dict:
         votes: list[dict] = []
         h.mem.llm.bind((judge or self.judge_factory)(agent), votes)
         results = []
@@ -250,13 +250,13 @@ class Mem0V1Engine(m2.Mem0Engine):
             h.mem.llm.bind(None, None)
         return {"results": results, "votes": votes}
 
-    def _named(self, h: m2._Handle, r: dict) -> dict:
+    def _named(self, h: m2.Mem0Handle, r: dict) -> dict:
         """One result of add() with the memory named as the state names it (its ADD text, not its uuid)."""
         out = {k: v for k, v in r.items() if k in ("memory", "event", "previous_memory")}
         out["id"] = _label(h.mem.history(r["id"]), r.get("memory"))
         return out
 
-    def state(self, h: m2._Handle) -> dict:
+    def state(self, h: m2.Mem0Handle) -> dict:
         rows = h.mem.get_all(user_id=model.USER, limit=1000)["results"]
         current = {r["id"]: r["memory"] for r in rows}
         ids = set(current)
@@ -268,8 +268,8 @@ class Mem0V1Engine(m2.Mem0Engine):
             label = _label(hist, current.get(mid))
             if mid in current:
                 memories.append([label, current[mid]])
-            history.append([label, sorted(([r["event"], r["old_memory"], r["new_memory"]] for r in hist), key=m2._key)])
-        return {"memories": sorted(memories, key=m2._key), "history": sorted(history, key=m2._key)}
+            history.append([label, sorted(([r["event"], r["old_memory"], r["new_memory"]] for r in hist), key=m2.canonical_key)])
+        return {"memories": sorted(memories, key=m2.canonical_key), "history": sorted(history, key=m2.canonical_key)}
 
 
 def _label(hist: list[dict], fallback) -> str:

@@ -240,30 +240,30 @@ def _n2_scenario(name: str, desc: str, level: str, tag: tuple) -> Scenario:
     when its revision changes the belief. Each is one transaction at ``level``."""
     import psycopg
 
-    from toki.matrix.workloads import _insert_fact, _read_cache, _read_partition, _set_conf, _write_cache
+    from toki.matrix.workloads import current_facts, insert_fact, read_cache, set_conf, write_cache
     from toki.matrix.memory import evi_winner
 
     lvl, (s, p) = parse_level(level), N2_SLOT
 
     def setup(h):
         h.conn.execute("begin")
-        _insert_fact(h.conn, "r0", s, p, "tea", 0.55)
-        _insert_fact(h.conn, "r1", s, p, "coffee", 0.8)
-        _write_cache(h.conn, s, p, "tea", 0.55)  # stale: coffee arrived after the cache was computed
+        insert_fact(h.conn, "r0", s, p, "tea", 0.55)
+        insert_fact(h.conn, "r1", s, p, "coffee", 0.8)
+        write_cache(h.conn, s, p, "tea", 0.55)  # stale: coffee arrived after the cache was computed
         h.conn.execute("commit")
 
     def call(h, agent):
         h.conn.execute(f"begin isolation level {lvl.isolation.sql}")
         try:
-            rows = _read_partition(h.conn, s, p)
+            rows = current_facts(h.conn, s, p)
             if agent == "Q":
-                _write_cache(h.conn, s, p, evi_winner(rows), max(r[1] for r in rows))
+                write_cache(h.conn, s, p, evi_winner(rows), max(r[1] for r in rows))
             else:
-                cache = _read_cache(h.conn, s, p)
-                _set_conf(h.conn, "r1", 0.3)
+                cache = read_cache(h.conn, s, p)
+                set_conf(h.conn, "r1", 0.3)
                 after = [(o, 0.3 if fid == "r1" else c, fid) for o, c, fid in rows]
                 if evi_winner(after) != cache:
-                    _write_cache(h.conn, s, p, evi_winner(after), max(r[1] for r in after))
+                    write_cache(h.conn, s, p, evi_winner(after), max(r[1] for r in after))
             h.conn.execute("commit")
         except psycopg.Error as e:
             h.conn.execute("rollback")

@@ -135,14 +135,14 @@ def _install_torn_writes() -> None:
 
 def _in_child(fn, *, eng, limit_s: float = CHILD_LIMIT_S) -> dict:
     """``fn()`` in a forked process: ``{"ok": value}``, ``{"error": text}`` or ``{"signal": name}``."""
-    kind, value = in_child(fn, limit_s, before=lambda: _own_connections(eng))
+    kind, value = in_child(fn, limit_s, before=lambda: forget_parent_connections(eng))
     if kind == "timeout":
         raise FaultTimeout(f"recovery after the crash did not finish within {limit_s:g} s",
                            fix="the engine hangs reopening its storage")
     return {kind: value}
 
 
-def _own_connections(eng) -> None:
+def forget_parent_connections(eng) -> None:
     """In the forked child: never touch a connection the parent process holds.
 
     A PostgreSQL connection inherited across fork shares its socket with the parent; a statement
@@ -178,7 +178,8 @@ def _own_connections(eng) -> None:
             setattr(eng, name, None)
 
 
-def _call(fn, *args):
+def call_to_completion(fn, *args):
+    """``fn(*args)``, awaited on a loop of its own when it returns an awaitable (an async engine's call)."""
     r = fn(*args)
     if inspect.isawaitable(r):
         async def go():
@@ -303,7 +304,7 @@ class EngineFaults:
         if pid == 0:  # pragma: no cover - the child: runs until it kills itself
             code = 3
             try:
-                _own_connections(eng)
+                forget_parent_connections(eng)
                 if kind == "torn":
                     _install_torn_writes()
                 observer = getattr(eng, "pg_observer", None)
@@ -333,7 +334,7 @@ class EngineFaults:
                 allowed.add(canonical(states[done + 1]))
             earlier = [j for j in range(done) if canonical(states[j]) == canonical(state)
                        and canonical(states[j]) != canonical(states[done])]
-            if _corrupt(state):
+            if corrupt_files(state):
                 pass  # named by _reopen; the scenario's detectors would guess a concurrent cause
             elif earlier:
                 res.findings.append(f"lost: the calls of {', '.join(self.order[earlier[0]:done])} returned "
@@ -360,7 +361,7 @@ class EngineFaults:
         finally:
             with contextlib.suppress(Exception):
                 eng.close(h)
-        bad = _corrupt(state)
+        bad = corrupt_files(state)
         if bad:
             res.findings.append(f"unreadable after the crash: {bad}")
         return state
@@ -375,7 +376,7 @@ class EngineFaults:
                 names.extend(f"{d.anomaly}: {m}" for m in msgs)
         if names:
             return "; ".join(names)[:300]
-        return f"a state no prefix of the calls leaves ({_diff(state, want)})"[:300]
+        return f"a state no prefix of the calls leaves ({state_diff(state, want)})"[:300]
 
     def _recover(self, loc, done: int, final, res: EngineFault) -> None:
         """Reopen, retry the call in flight (the client cannot know it applied), run the rest."""
@@ -396,7 +397,7 @@ class EngineFaults:
         try:
             for a in rest:
                 try:
-                    _call(sc.call, h, a)
+                    call_to_completion(sc.call, h, a)
                 except Exception as e:  # noqa: BLE001
                     if self.expected_errors.get(a) != type(e).__name__:
                         raise
@@ -437,7 +438,7 @@ def _shapes(state) -> list[str]:
     return out
 
 
-def _corrupt(state) -> str | None:
+def corrupt_files(state) -> str | None:
     """A state that reports files it could not parse (an engine's read-out lists them under
     ``corrupt``, as the AtomMem model does)."""
     if isinstance(state, dict) and state.get("corrupt"):
@@ -445,7 +446,8 @@ def _corrupt(state) -> str | None:
     return None
 
 
-def _diff(got, want) -> str:
+def state_diff(got, want) -> str:
+    """What differs between two engine states, key by key, short enough for a finding."""
     if isinstance(got, dict) and isinstance(want, dict):
         parts = []
         for k in sorted(set(got) | set(want), key=str):

@@ -80,7 +80,7 @@ class Recorder:
                     st = os.lstat(p)
                     if not stat.S_ISREG(st.st_mode):
                         continue
-                    with file_calls._real_open(p, "rb") as f:
+                    with file_calls.real_open(p, "rb") as f:
                         data = f.read()
                 except OSError:
                     continue

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from toki.errors import ConfigError
 from toki.faults.child import in_child
 from toki.faults.crash_states import CrashState, Image, Op, materialize, states_at
-from toki.faults.engines import EngineFault, _call, _corrupt, _diff, _own_connections
+from toki.faults.engines import EngineFault, call_to_completion, corrupt_files, forget_parent_connections, state_diff
 from toki.harness.trial import TrialRunner, canonical, hooks_installed
 
 KIND = "power-loss"
@@ -99,7 +99,7 @@ def _child(fn, limit_s: float = CHILD_LIMIT_S, eng=None):
     error like any other here. With ``eng``, the child first lets go of the database connections
     it inherited (it opens its own): a statement sent on the parent's socket would corrupt the
     parent's session (mem0's pool)."""
-    kind, value = in_child(fn, limit_s, before=None if eng is None else (lambda: _own_connections(eng)))
+    kind, value = in_child(fn, limit_s, before=None if eng is None else (lambda: forget_parent_connections(eng)))
     return ("error", value) if kind == "timeout" else (kind, value)
 
 
@@ -162,7 +162,7 @@ class PowerLossFaults:
                     for a in self.order:
                         rec.agent = a
                         try:
-                            _call(self.scenario.call, per[a], a)
+                            call_to_completion(self.scenario.call, per[a], a)
                         except Exception as e:  # noqa: BLE001 - part of the fault-free run's outcome
                             errors[a] = type(e).__name__
                         rec.returned(a)
@@ -192,7 +192,7 @@ class PowerLossFaults:
                         per = self._handles(self.loc)
                         for a in self.order[:j]:
                             try:
-                                _call(self.scenario.call, per[a], a)
+                                call_to_completion(self.scenario.call, per[a], a)
                             except Exception:  # noqa: BLE001 - the recorded run failed the same way
                                 pass
                         self._close(per)
@@ -325,7 +325,7 @@ class PowerLossFaults:
             if done < len(self.order):
                 allowed.add(canonical(states[done + 1]))
             earlier = [j for j in range(done) if canonical(states[j]) == canonical(state)]
-            bad = _corrupt(state)
+            bad = corrupt_files(state)
             if bad:
                 res.findings.append(f"does not open: {bad}")
             elif canonical(state) in allowed:
@@ -335,7 +335,7 @@ class PowerLossFaults:
                                     "before the power loss and are gone after it")
             else:
                 res.findings.append("half-done: a state no prefix of the calls leaves ("
-                                    + _diff(state, states[min(done + 1, len(states) - 1)]) + ")")
+                                    + state_diff(state, states[min(done + 1, len(states) - 1)]) + ")")
         res.survived = not res.findings
         res.seconds = round(time.perf_counter() - t0, 4)
         return res

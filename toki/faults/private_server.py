@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psycopg
 
-from toki.db.server import Server, _tune_embedded
+from toki.db.server import Server, tune_embedded
 from toki.errors import DatabaseUnavailable
 from toki.faults.proxy import FaultTimeout
 
@@ -54,7 +54,7 @@ class PrivateServer:
                                           fix=f"read {self.pgdata / 'log'}; or pass --dsn (server restarts are "
                                               "then not injected)") from None
         self.server = Server(dsn=uri, how="private", where=f"toki faults' own server in {self.pgdata}")
-        _tune_embedded(self.server)
+        tune_embedded(self.server)
         return self.server
 
     def crash_restart(self) -> float:

@@ -377,7 +377,7 @@ async def controlled_async(kind: str, detail: str, fn: Callable[[], Any], *, bus
     return await fn()
 
 
-def _thread_idle(native_id: int | None) -> tuple[bool, int] | None:
+def thread_idle(native_id: int | None) -> tuple[bool, int] | None:
     """(sleeping, CPU ticks used) of one of this process's threads, as Linux reports it."""
     if native_id is None:
         return None
@@ -872,7 +872,7 @@ class Controller:
                         self._decide()
                         continue
                 elif h is not None and not h.in_step and not h.handoff_wait and h.thread is not None:
-                    seen = _thread_idle(h.thread.native_id)
+                    seen = thread_idle(h.thread.native_id)
                     if seen is None or not seen[0]:
                         idle = None
                     elif idle is None or idle[0] != progress or idle[1] != seen[1]:

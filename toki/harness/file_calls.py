@@ -24,7 +24,7 @@ from pathlib import Path
 
 from toki.harness.controller import controlled, current_agent
 
-_real_open = builtins.open
+real_open = builtins.open  # the standard library's open, for the harness's own reads while the hook is installed
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # Calls on a raw descriptor of a file under the folder: each reaches the OS at once.
 _RAW_FD = {"write": "file-write", "pwrite": "file-write", "writev": "file-write", "ftruncate": "file-write",
@@ -137,10 +137,10 @@ class FileHook:
     def open(self, file, mode="r", *args, **kwargs):
         label = self._mine(file) if not isinstance(file, int) else None
         if label is None:
-            return _real_open(file, mode, *args, **kwargs)
+            return real_open(file, mode, *args, **kwargs)
         writing = any(c in mode for c in "wax+")
         kind = "file-open-w" if "w" in mode else ("file-open-a" if writing else "file-open")
-        f = controlled(kind, f"open({label!r}, {mode!r})", lambda: _real_open(file, mode, *args, **kwargs))
+        f = controlled(kind, f"open({label!r}, {mode!r})", lambda: real_open(file, mode, *args, **kwargs))
         return ControlledFile(f, label, writing)
 
     def _os(self, name: str, orig, kind: str):

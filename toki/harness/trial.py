@@ -23,7 +23,7 @@ from typing import Any
 from toki.errors import ConfigError, TokiError
 from toki.harness import effects, file_calls, file_locks, mysql_calls, pg_calls, sqlite_calls, threads
 from toki.harness.controller import (STEP_LIMIT_S, Chooser, Controller, ReplayChooser, ReplayDiverged, RunTrace,
-                                     SerialChooser, Unverifiable, _thread_idle)
+                                     SerialChooser, Unverifiable, thread_idle)
 from toki.harness.engine import DetectorError, Engine, PluginError, Scenario, optional, plugin_call
 from toki.harness.findings import Finding
 
@@ -398,7 +398,7 @@ def _quiesce(started: set[threading.Thread], limit_s: float = 2.0) -> None:
     settled: dict[int, tuple[bool, int]] = {}
     while time.monotonic() < deadline:
         live = [t for t in started if t.is_alive() and t.native_id is not None]
-        now = {t.native_id: _thread_idle(t.native_id) for t in live}
+        now = {t.native_id: thread_idle(t.native_id) for t in live}
         if all(v is not None and v[0] and settled.get(k) == v for k, v in now.items()):
             return
         settled = now

@@ -36,7 +36,7 @@ GUARD: dict[str, Level] = {
 }
 MODES = ("witness", "random")
 _TABLES = ("agent_memory", "judge_log", "callback_log", "policy", "belief_cache")
-_RESET = "; ".join(f"delete from {t}" for t in _TABLES)
+RESET_TABLES = "; ".join(f"delete from {t}" for t in _TABLES)
 
 
 def expected_rate(predicate: str, level: Level) -> float:
@@ -50,7 +50,7 @@ def trial_rng(seed: int, *parts: object) -> random.Random:
 
 # -- building schedules ---------------------------------------------------------------------
 
-def _step(session: str, label: str, body) -> Step:
+def schedule_step(session: str, label: str, body) -> Step:
     if isinstance(body, str):
         return Step(session=session, sql=body, name=label)
     if isinstance(body, dict):
@@ -103,7 +103,7 @@ def build_schedule(trial: Trial, level: Level, mode: str, rng: random.Random) ->
     else:
         programs, witness = trial.programs, trial.witness
     order = witness if mode == "witness" else random_order(programs, rng)
-    steps = [_step(s, programs[s][i][0], programs[s][i][1]) for s, i in order]
+    steps = [schedule_step(s, programs[s][i][0], programs[s][i][1]) for s, i in order]
     return Schedule(name=f"{trial.predicate}-{mode}", steps=steps, on_blocked="defer", store=True,
                     judge_log_form=trial.judge_log_form, sessions_declared=tuple(programs))
 
@@ -151,7 +151,7 @@ class Bench:
             trial.setup(lane.admin)
         else:
             # One round trip for the reset (psycopg's pipeline mode measured slower for this).
-            lane.admin.execute(_RESET)
+            lane.admin.execute(RESET_TABLES)
             trial.setup(lane.admin)
         schedule = build_schedule(trial, level, mode, rng)
         result = self.runner.run(schedule, level, lane=lane, check_expect=False)

@@ -53,15 +53,15 @@ from toki.errors import ConfigError
 from toki.levels import MATRIX_LEVELS, PRECONDITION, Level, pipeline_guard
 from toki.matrix import memory
 from toki.matrix.cells import error_labels
-from toki.matrix.cells import _RESET, _step, worker_bench
+from toki.matrix.cells import RESET_TABLES, schedule_step, worker_bench
 from toki.matrix.workloads import (
     B,
     C,
     Trial,
-    _insert_fact,
-    _read,
-    _read_partition,
-    _slot,
+    current_facts,
+    draw_slot,
+    insert_fact,
+    reading_step,
     p0,
     p3,
     p4,
@@ -100,7 +100,7 @@ def trial_rng(seed: int, *parts: object) -> random.Random:
 
 def await_stage(rng: random.Random, *, callback: bool) -> Trial:
     """⊕?: resolve two contradicting current values by an external confirmation."""
-    s, p, objs = _slot(rng, "await")
+    s, p, objs = draw_slot(rng, "await")
     f, g = f"f-{rng.randrange(10**9)}", f"g-{rng.randrange(10**9)}"
     ordered = sorted((f, g))  # ⊕? picks by index over the canonically ordered set (docs/design.md#the-four-operators)
     objects = {f: objs[0], g: objs[1]}
@@ -109,8 +109,8 @@ def await_stage(rng: random.Random, *, callback: bool) -> Trial:
     provisional = 1 - chosen  # the witness draw: the agent's own pick is not the human's
 
     def setup(conn):
-        _insert_fact(conn, f, s, p, objs[0], 0.5, "await")
-        _insert_fact(conn, g, s, p, objs[1], 0.5, "await")
+        insert_fact(conn, f, s, p, objs[0], 0.5, "await")
+        insert_fact(conn, g, s, p, objs[1], 0.5, "await")
 
     def deliver(conn, ctx):
         conn.execute("insert into callback_log (request_hash, read_set_hash, chosen_index, status, delivered_at)"
@@ -130,7 +130,7 @@ def await_stage(rng: random.Random, *, callback: bool) -> Trial:
         conn.execute("update agent_memory set system_time_end = clock_timestamp()::timestamp"
                      " where fact_id = %s and system_time_end = %s", (loser, SENTINEL))
 
-    agent = [(B, B), ("r1[candidates]", _read("seen", lambda conn: _read_partition(conn, s, p)))]
+    agent = [(B, B), ("r1[candidates]", reading_step("seen", lambda conn: current_facts(conn, s, p)))]
     if callback:
         agent.append(("r1[callback]", read_callback))
     agent += [("w1[resolve]", resolve), (C, C)]
@@ -144,7 +144,7 @@ def await_stage(rng: random.Random, *, callback: bool) -> Trial:
         if row is None:
             return False
         confirmed = objects[ordered[int(row[0])]]
-        current = [r[0] for r in _read_partition(conn, s, p)]
+        current = [r[0] for r in current_facts(conn, s, p)]
         return current != [confirmed]
 
     return Trial("await", programs, witness, detect, setup, ("T1", 1), cb_key=key, data={"chosen": chosen})
@@ -213,7 +213,7 @@ def build(pipe: tuple[str, ...], level: Level, seed: int, t: int, noise: float) 
         sessions += [_session(prefix, s) for s in trial.programs if _session(prefix, s) not in sessions]
         for s, i in trial.witness:
             label, body = trial.programs[s][i]
-            steps.append(_step(_session(prefix, s), label, body))
+            steps.append(schedule_step(_session(prefix, s), label, body))
     return Schedule(name=f"pipeline-{pipeline_name(pipe)}", steps=steps, on_blocked="defer", store=True,
                     judge_log_form="append", sessions_declared=tuple(sessions)), stages
 
@@ -246,7 +246,7 @@ def run_trial(bench, pipe: tuple[str, ...], level: Level, seed: int, t: int, noi
     if hasattr(lane, "reset_store"):
         lane.reset_store()
     else:
-        lane.admin.execute(_RESET)
+        lane.admin.execute(RESET_TABLES)
     for st in stages:
         st.trial.setup(lane.admin)
     result = bench.runner.run(schedule, level, lane=lane, check_expect=False)

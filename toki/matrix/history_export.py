@@ -139,9 +139,9 @@ def history(row: str, level: Level | str, *, trials: int = 10, seed: int = 42, m
             if hasattr(lane, "reset_store"):
                 lane.reset_store()
             else:
-                from toki.matrix.cells import _RESET
+                from toki.matrix.cells import RESET_TABLES
 
-                lane.admin.execute(_RESET)
+                lane.admin.execute(RESET_TABLES)
             trial.setup(lane.admin)
             schedule = build_schedule(trial, lvl, mode, rng)
             result = bench.runner.run(schedule, lvl, lane=lane, check_expect=False)

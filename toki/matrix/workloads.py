@@ -45,7 +45,7 @@ class Trial:
 
 # -- small helpers ---------------------------------------------------------------------------
 
-def _insert_fact(conn, fid: str, subject: str, predicate: str, obj: str, conf: float,
+def insert_fact(conn, fid: str, subject: str, predicate: str, obj: str, conf: float,
                  strategy: str = "evi", provenance: str | None = None) -> None:
     conn.execute(
         "insert into agent_memory values (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 'current')",
@@ -57,7 +57,7 @@ def _conf(conn, fid: str) -> float:
                         (fid, SENTINEL)).fetchone()[0]
 
 
-def _set_conf(conn, fid: str, value: float) -> None:
+def set_conf(conn, fid: str, value: float) -> None:
     conn.execute("update agent_memory set confidence = %s where fact_id = %s and system_time_end = %s",
                  (value, fid, SENTINEL))
 
@@ -66,32 +66,32 @@ def _committed(result, *sessions: str) -> bool:
     return all(result.sessions.get(s) == "committed" for s in sessions)
 
 
-def _slot(rng: random.Random, trial_key: str) -> tuple[str, str, list[str]]:
+def draw_slot(rng: random.Random, trial_key: str) -> tuple[str, str, list[str]]:
     subject = f"user-{rng.randrange(10**9):09d}"
     predicate = rng.choice(_PREDS)
     objects = [f"{w}#{rng.randrange(1000)}" for w in rng.sample(_WORDS, 4)]
     return subject, predicate, objects
 
 
-def _read_partition(conn, subject: str, predicate: str) -> list[tuple[str, float, str]]:
+def current_facts(conn, subject: str, predicate: str) -> list[tuple[str, float, str]]:
     return [tuple(r) for r in conn.execute(
         "select object, confidence, fact_id from agent_memory where subject = %s and predicate = %s"
         " and row_kind = 'current' and system_time_end = %s order by fact_id",
         (subject, predicate, SENTINEL)).fetchall()]
 
 
-def _read_cache(conn, subject: str, predicate: str) -> str | None:
+def read_cache(conn, subject: str, predicate: str) -> str | None:
     row = conn.execute("select object from belief_cache where subject = %s and predicate = %s",
                        (subject, predicate)).fetchone()
     return row[0] if row else None
 
 
-def _write_cache(conn, subject: str, predicate: str, obj: str | None, score: float | None) -> None:
+def write_cache(conn, subject: str, predicate: str, obj: str | None, score: float | None) -> None:
     conn.execute("insert into belief_cache values (%s, %s, %s, %s) on conflict (subject, predicate)"
                  " do update set object = excluded.object, score = excluded.score", (subject, predicate, obj, score))
 
 
-def _read(label_key: str, fn: Callable) -> Fn:
+def reading_step(label_key: str, fn: Callable) -> Fn:
     """A step that reads and keeps what it saw under ``label_key`` in the session's scratch space."""
     def step(conn, ctx):
         value = fn(conn)
@@ -107,16 +107,16 @@ B, C, A = "begin", "commit", "rollback"
 
 def p0(rng: random.Random) -> Trial:
     """Dirty write: two confidence revisions each set a complementary pair (f, g)."""
-    s, p, objs = _slot(rng, "P0")
+    s, p, objs = draw_slot(rng, "P0")
     f, g = f"f-{rng.randrange(10**9)}", f"g-{rng.randrange(10**9)}"
     a1, a2 = round(rng.uniform(0.05, 0.45), 6), round(rng.uniform(0.55, 0.95), 6)
 
     def setup(conn):
-        _insert_fact(conn, f, s, p, objs[0], 0.5)
-        _insert_fact(conn, g, s, p, objs[1], 0.5)
+        insert_fact(conn, f, s, p, objs[0], 0.5)
+        insert_fact(conn, g, s, p, objs[1], 0.5)
 
     def revise(fid, v):
-        return lambda conn, ctx: _set_conf(conn, fid, v)
+        return lambda conn, ctx: set_conf(conn, fid, v)
 
     progs = {"T1": [(B, B), ("w1[f]", revise(f, a1)), ("w1[g]", revise(g, 1 - a1)), (C, C)],
              "T2": [(B, B), ("w2[f]", revise(f, a2)), ("w2[g]", revise(g, 1 - a2)), (C, C)]}
@@ -134,16 +134,16 @@ def p0(rng: random.Random) -> Trial:
 
 def p1(rng: random.Random) -> Trial:
     """Dirty read: a revision that aborts; a belief read that caches what it saw."""
-    s, p, objs = _slot(rng, "P1")
+    s, p, objs = draw_slot(rng, "P1")
     f = f"f-{rng.randrange(10**9)}"
     c0, bad = round(rng.uniform(0.1, 0.4), 6), round(rng.uniform(0.6, 0.9), 6)
 
     def setup(conn):
-        _insert_fact(conn, f, s, p, objs[0], c0)
+        insert_fact(conn, f, s, p, objs[0], c0)
 
-    progs = {"T1": [(B, B), ("w1[f]", lambda conn, ctx: _set_conf(conn, f, bad)), ("a1", A)],
-             "T2": [(B, B), ("r2[f]", _read("conf", lambda conn: _conf(conn, f))),
-                    ("w2[cache]", lambda conn, ctx: _write_cache(conn, s, p, objs[0], ctx["conf"][-1])), (C, C)]}
+    progs = {"T1": [(B, B), ("w1[f]", lambda conn, ctx: set_conf(conn, f, bad)), ("a1", A)],
+             "T2": [(B, B), ("r2[f]", reading_step("conf", lambda conn: _conf(conn, f))),
+                    ("w2[cache]", lambda conn, ctx: write_cache(conn, s, p, objs[0], ctx["conf"][-1])), (C, C)]}
 
     def detect(result, conn):
         reads = result.contexts["T2"].get("conf", [])
@@ -156,17 +156,17 @@ def p1(rng: random.Random) -> Trial:
 
 def p2(rng: random.Random) -> Trial:
     """Fuzzy read: a belief read reads f before and after a committed confidence revision."""
-    s, p, objs = _slot(rng, "P2")
+    s, p, objs = draw_slot(rng, "P2")
     f = f"f-{rng.randrange(10**9)}"
     c0, c1 = round(rng.uniform(0.1, 0.4), 6), round(rng.uniform(0.6, 0.9), 6)
 
     def setup(conn):
-        _insert_fact(conn, f, s, p, objs[0], c0)
+        insert_fact(conn, f, s, p, objs[0], c0)
 
-    read_f = _read("conf", lambda conn: _conf(conn, f))
+    read_f = reading_step("conf", lambda conn: _conf(conn, f))
     progs = {"T1": [(B, B), ("r1[f]", read_f), ("r1[f]'", read_f),
-                    ("w1[cache]", lambda conn, ctx: _write_cache(conn, s, p, objs[0], ctx["conf"][-1])), (C, C)],
-             "T2": [(B, B), ("w2[f]", lambda conn, ctx: _set_conf(conn, f, c1)), (C, C)]}
+                    ("w1[cache]", lambda conn, ctx: write_cache(conn, s, p, objs[0], ctx["conf"][-1])), (C, C)],
+             "T2": [(B, B), ("w2[f]", lambda conn, ctx: set_conf(conn, f, c1)), (C, C)]}
 
     def detect(result, conn):
         return _committed(result, "T1") and memory.fuzzy_read(result.contexts["T1"].get("conf", []))
@@ -177,13 +177,13 @@ def p2(rng: random.Random) -> Trial:
 
 
 def _policy_setup(rng):
-    s, p, objs = _slot(rng, "P3")
+    s, p, objs = draw_slot(rng, "P3")
     f, g = f"f-{rng.randrange(10**9)}", f"g-{rng.randrange(10**9)}"
     key = "|".join(sorted((f, g)))
 
     def setup(conn):
-        _insert_fact(conn, f, s, p, objs[0], 0.5, "rule")
-        _insert_fact(conn, g, s, p, objs[1], 0.5, "rule")
+        insert_fact(conn, f, s, p, objs[0], 0.5, "rule")
+        insert_fact(conn, g, s, p, objs[1], 0.5, "rule")
 
     def read_active(conn):
         return [tuple(r) for r in conn.execute(
@@ -205,9 +205,9 @@ def p3(rng: random.Random) -> Trial:
                              (f"policy::{key}::{name}", key, vote, name))
         return step
 
-    progs = {"T1": [(B, B), ("r1[policy where active]", _read("seen", read_active)),
+    progs = {"T1": [(B, B), ("r1[policy where active]", reading_step("seen", read_active)),
                     ("w1[insert active]", add_if_none("T1", v1)), (C, C)],
-             "T2": [(B, B), ("r2[policy where active]", _read("seen", read_active)),
+             "T2": [(B, B), ("r2[policy where active]", reading_step("seen", read_active)),
                     ("w2[insert active]", add_if_none("T2", v2)), (C, C)]}
 
     def detect(result, conn):
@@ -222,7 +222,7 @@ def p3(rng: random.Random) -> Trial:
 def p3_reread(rng: random.Random) -> Trial:
     """Phantom, re-read form: an agent reads the active policies twice around a committed insert."""
     key, setup, read_active = _policy_setup(rng)
-    read = _read("seen", read_active)
+    read = reading_step("seen", read_active)
     progs = {"T1": [(B, B), ("r1[policy where active]", read), ("r1[same predicate]", read),
                     ("w1[cache]", lambda conn, ctx: conn.execute(
                         "insert into callback_log (request_hash, read_set_hash, chosen_index, status) values"
@@ -242,17 +242,17 @@ def p3_reread(rng: random.Random) -> Trial:
 
 def p4(rng: random.Random) -> Trial:
     """Lost update: two confidence revisions read f and write back read + delta."""
-    s, p, objs = _slot(rng, "P4")
+    s, p, objs = draw_slot(rng, "P4")
     f = f"f-{rng.randrange(10**9)}"
     c0 = round(rng.uniform(0.2, 0.5), 6)
     d = {"T1": round(rng.uniform(0.01, 0.2), 6), "T2": round(rng.uniform(0.01, 0.2), 6)}
 
     def setup(conn):
-        _insert_fact(conn, f, s, p, objs[0], c0)
+        insert_fact(conn, f, s, p, objs[0], c0)
 
     def program(name, i):
-        return [(B, B), (f"r{i}[f]", _read("conf", lambda conn: _conf(conn, f))),
-                (f"w{i}[f]", lambda conn, ctx: _set_conf(conn, f, ctx["conf"][-1] + d[name])), (C, C)]
+        return [(B, B), (f"r{i}[f]", reading_step("conf", lambda conn: _conf(conn, f))),
+                (f"w{i}[f]", lambda conn, ctx: set_conf(conn, f, ctx["conf"][-1] + d[name])), (C, C)]
 
     progs = {"T1": program("T1", 1), "T2": program("T2", 2)}
 
@@ -267,27 +267,27 @@ def p4(rng: random.Random) -> Trial:
 
 def a5a(rng: random.Random) -> Trial:
     """Read skew: a belief query reads f and g while a revision moves evidence from f to g."""
-    s, p, objs = _slot(rng, "A5A")
+    s, p, objs = draw_slot(rng, "A5A")
     f, g = f"f-{rng.randrange(10**9)}", f"g-{rng.randrange(10**9)}"
     a = round(rng.uniform(0.3, 0.7), 6)
     delta = round(rng.uniform(0.05, 0.25), 6)
 
     def setup(conn):
-        _insert_fact(conn, f, s, p, objs[0], a)
-        _insert_fact(conn, g, s, p, objs[1], round(1 - a, 6))
+        insert_fact(conn, f, s, p, objs[0], a)
+        insert_fact(conn, g, s, p, objs[1], round(1 - a, 6))
 
     total = a + round(1 - a, 6)
 
     def transfer_f(conn, ctx):
         ctx["f"], ctx["g"] = _conf(conn, f), _conf(conn, g)
-        _set_conf(conn, f, ctx["f"] - delta)
+        set_conf(conn, f, ctx["f"] - delta)
 
     def transfer_g(conn, ctx):
-        _set_conf(conn, g, ctx["g"] + delta)
+        set_conf(conn, g, ctx["g"] + delta)
 
-    progs = {"T1": [(B, B), ("r1[f]", _read("seen", lambda conn: _conf(conn, f))),
-                    ("r1[g]", _read("seen", lambda conn: _conf(conn, g))),
-                    ("w1[cache]", lambda conn, ctx: _write_cache(conn, s, p, objs[0], sum(ctx["seen"]))), (C, C)],
+    progs = {"T1": [(B, B), ("r1[f]", reading_step("seen", lambda conn: _conf(conn, f))),
+                    ("r1[g]", reading_step("seen", lambda conn: _conf(conn, g))),
+                    ("w1[cache]", lambda conn, ctx: write_cache(conn, s, p, objs[0], sum(ctx["seen"]))), (C, C)],
              "T2": [(B, B), ("r2[f,g] w2[f]", transfer_f), ("w2[g]", transfer_g), (C, C)]}
 
     def detect(result, conn):
@@ -300,12 +300,12 @@ def a5a(rng: random.Random) -> Trial:
 
 def a5b(rng: random.Random) -> Trial:
     """Write skew: two cleanup agents each see two current values and retire a different one."""
-    s, p, objs = _slot(rng, "A5B")
+    s, p, objs = draw_slot(rng, "A5B")
     x, y = f"x-{rng.randrange(10**9)}", f"y-{rng.randrange(10**9)}"
 
     def setup(conn):
-        _insert_fact(conn, x, s, p, objs[0], 0.5)
-        _insert_fact(conn, y, s, p, objs[1], 0.5)
+        insert_fact(conn, x, s, p, objs[0], 0.5)
+        insert_fact(conn, y, s, p, objs[1], 0.5)
 
     def retire(victim):
         def step(conn, ctx):
@@ -314,12 +314,12 @@ def a5b(rng: random.Random) -> Trial:
                              " where fact_id = %s and system_time_end = %s", (victim, SENTINEL))
         return step
 
-    read_slot = _read("seen", lambda conn: _read_partition(conn, s, p))
+    read_slot = reading_step("seen", lambda conn: current_facts(conn, s, p))
     progs = {"T1": [(B, B), ("r1[slot]", read_slot), ("w1[retire y]", retire(y)), (C, C)],
              "T2": [(B, B), ("r2[slot]", read_slot), ("w2[retire x]", retire(x)), (C, C)]}
 
     def detect(result, conn):
-        return _committed(result, "T1", "T2") and memory.slot_emptied(2, len(_read_partition(conn, s, p)))
+        return _committed(result, "T1", "T2") and memory.slot_emptied(2, len(current_facts(conn, s, p)))
 
     # r1[xa] r2[ya] w1[yb] w2[xb] c1 c2
     witness = [("T1", 0), ("T2", 0), ("T1", 1), ("T2", 1), ("T1", 2), ("T2", 2), ("T1", 3), ("T2", 3)]
@@ -328,7 +328,7 @@ def a5b(rng: random.Random) -> Trial:
 
 def _n1(rng: random.Random, form: str) -> Trial:
     """Judge replay: two agents adjudicate the same pair; the log should make the second replay the first."""
-    s, p, objs = _slot(rng, "N1")
+    s, p, objs = draw_slot(rng, "N1")
     f, g = f"f-{rng.randrange(10**9)}", f"g-{rng.randrange(10**9)}"
     key = f"judge::{'|'.join(sorted((f, g)))}::theta-{rng.randrange(10**6)}"
     # The judge is nondeterministic: the trial uses the draw in which its two calls disagree
@@ -337,8 +337,8 @@ def _n1(rng: random.Random, form: str) -> Trial:
     votes = {"T1": first, "T2": 1 - first}
 
     def setup(conn):
-        _insert_fact(conn, f, s, p, objs[0], 0.5, "await")
-        _insert_fact(conn, g, s, p, objs[1], 0.5, "await")
+        insert_fact(conn, f, s, p, objs[0], 0.5, "await")
+        insert_fact(conn, g, s, p, objs[1], 0.5, "await")
 
     def logged(conn):
         row = conn.execute("select vote from judge_log where judge_key = %s order by epoch, seq limit 1",
@@ -362,7 +362,7 @@ def _n1(rng: random.Random, form: str) -> Trial:
         ctx["replay"] = logged(conn)
         return [[ctx["replay"]]]
 
-    read_slot = _read("seen", lambda conn: _read_partition(conn, s, p))
+    read_slot = reading_step("seen", lambda conn: current_facts(conn, s, p))
     progs = {"T1": [(B, B), ("r1[candidates]", read_slot), ("j1(R,θ)", judge("T1")), ("j1(R,θ) replay", replay), (C, C)],
              "T2": [(B, B), ("j2(R,θ) w2[judge_log]", judge("T2")), (C, C)]}
 
@@ -394,7 +394,7 @@ def n2(rng: random.Random, *, size: int = 2, contention: float = 1.0) -> Trial:
     probability ``contention`` the revision demotes C below A (it conflicts with the refresh);
     otherwise it revises a weaker row, which cannot change the winner.
     """
-    s, p, _ = _slot(rng, "N2")
+    s, p, _ = draw_slot(rng, "N2")
     ids = [f"r{i}-{rng.randrange(10**9)}" for i in range(size)]
     objs = [f"{w}#{rng.randrange(1000)}" for w in rng.choices(_WORDS, k=size)]
     objs = [f"{o}/{i}" for i, o in enumerate(objs)]  # distinct objects
@@ -410,30 +410,30 @@ def n2(rng: random.Random, *, size: int = 2, contention: float = 1.0) -> Trial:
 
     def setup(conn):
         for fid, obj, conf in zip(ids, objs, confs):
-            _insert_fact(conn, fid, s, p, obj, conf)
-        _write_cache(conn, s, p, objs[0], a_conf)  # stale: C arrived after the cache was computed
+            insert_fact(conn, fid, s, p, obj, conf)
+        write_cache(conn, s, p, objs[0], a_conf)  # stale: C arrived after the cache was computed
 
     def read_partition(conn):
-        return {"rows": _read_partition(conn, s, p), "cache": _read_cache(conn, s, p)}
+        return {"rows": current_facts(conn, s, p), "cache": read_cache(conn, s, p)}
 
     def refresh(conn, ctx):
         rows = ctx["seen"][-1]["rows"]
-        _write_cache(conn, s, p, memory.evi_winner(rows), max(r[1] for r in rows))
+        write_cache(conn, s, p, memory.evi_winner(rows), max(r[1] for r in rows))
 
     def revise(conn, ctx):
         seen = ctx["seen"][-1]
-        _set_conf(conn, ids[target], new_conf)
+        set_conf(conn, ids[target], new_conf)
         after = [(o, new_conf if fid == ids[target] else c, fid) for o, c, fid in seen["rows"]]
         winner = memory.evi_winner(after)
         if winner != seen["cache"]:  # keep the cache right when this revision changes the belief
-            _write_cache(conn, s, p, winner, max(r[1] for r in after))
+            write_cache(conn, s, p, winner, max(r[1] for r in after))
 
-    read = _read("seen", read_partition)
+    read = reading_step("seen", read_partition)
     progs = {"T1": [(B, B), ("r1[partition]", read), ("w1[belief cache]", refresh), (C, C)],
              "T2": [(B, B), ("r2[partition]", read), ("w2[one row]", revise), (C, C)]}
 
     def detect(result, conn):
-        return _committed(result, "T1", "T2") and memory.belief_drift(_read_cache(conn, s, p), _read_partition(conn, s, p))
+        return _committed(result, "T1", "T2") and memory.belief_drift(read_cache(conn, s, p), current_facts(conn, s, p))
 
     # both read, both write, both commit (the schedule SI lets through)
     witness = [("T1", 0), ("T2", 0), ("T1", 1), ("T2", 1), ("T1", 2), ("T2", 2), ("T1", 3), ("T2", 3)]
@@ -443,7 +443,7 @@ def n2(rng: random.Random, *, size: int = 2, contention: float = 1.0) -> Trial:
 
 def n3(rng: random.Random, *, mode: str = "audit_row") -> Trial:
     """Audit erasure: two supersedes through the write path, then a reader (docs/design.md#anomalies-and-guards N3 witness)."""
-    s, p, objs = _slot(rng, "N3")
+    s, p, objs = draw_slot(rng, "N3")
     f1, f2 = f"f1-{rng.randrange(10**9)}", f"f2-{rng.randrange(10**9)}"
 
     def writer(fid, obj, day):
@@ -455,7 +455,7 @@ def n3(rng: random.Random, *, mode: str = "audit_row") -> Trial:
                 ("commit", {"op": "commit"})]
 
     progs = {"T1": writer(f1, objs[0], 0), "T2": writer(f2, objs[1], 30),
-             "T3": [(B, B), ("r3[x]", _read("seen", lambda conn: _read_partition(conn, s, p))), (C, C)]}
+             "T3": [(B, B), ("r3[x]", reading_step("seen", lambda conn: current_facts(conn, s, p))), (C, C)]}
 
     def setup(conn):
         pass
@@ -463,7 +463,7 @@ def n3(rng: random.Random, *, mode: str = "audit_row") -> Trial:
     def detect(result, conn):
         written = {"T1": f1, "T2": f2}
         committed = [fid for name, fid in written.items() if _committed(result, name)]
-        current = {r[2].split("#")[0] for r in _read_partition(conn, s, p)}
+        current = {r[2].split("#")[0] for r in current_facts(conn, s, p)}
         losers = [f"x_{fid}" for fid in committed if fid not in current]
         audits = [r[0] for r in conn.execute(
             "select provenance_id from agent_memory where row_kind = 'audit' and subject = %s and predicate = %s",

@@ -41,9 +41,9 @@ from toki.errors import ScheduleError, StepTimeout
 from toki.levels import Level, parse_level
 from toki.sched.drive import StepLoop
 from toki.sched.results import (
-    _BEGIN,
-    _COMMIT,
-    _ROLLBACK,
+    BEGIN_SQL,
+    COMMIT_SQL,
+    ROLLBACK_SQL,
     RunResult,
     StepResult,
     check_expectation,
@@ -402,7 +402,7 @@ class _Execution(StepLoop):
             return False
         if len(open_) == 1:
             return False  # busy on something outside the schedule: the drain's step limit reports it
-        victims = [s for s in open_ if not _COMMIT.match(self.s.steps[s.pending[0]].sql or "")] or open_
+        victims = [s for s in open_ if not COMMIT_SQL.match(self.s.steps[s.pending[0]].sql or "")] or open_
         victim = max(victims, key=lambda s: s.pending[0])
         idx = victim.pending[0]
         res = self.results[idx]
@@ -439,12 +439,12 @@ class _Execution(StepLoop):
         sql = step.sql or ""
         if step.op is not None:
             return
-        if _BEGIN.match(sql) or re.match(r"^\s*(begin|start\s+transaction)\b", sql, re.I):
+        if BEGIN_SQL.match(sql) or re.match(r"^\s*(begin|start\s+transaction)\b", sql, re.I):
             sess.state, sess.in_txn = "open", True
-        elif _COMMIT.match(sql):
+        elif COMMIT_SQL.match(sql):
             sess.state = "aborted" if sess.state == "aborted" else "committed"
             sess.in_txn = False
-        elif _ROLLBACK.match(sql):
+        elif ROLLBACK_SQL.match(sql):
             sess.state = "aborted" if sess.state == "aborted" else "rolled-back"
             sess.in_txn = False
         elif sess.in_txn:
@@ -459,19 +459,19 @@ class _Execution(StepLoop):
             fn = step.args.get("fn")
             return fn(sess.conn, sess.ctx) or []
         sql = step.sql_for(self.keys)
-        if _BEGIN.match(sql):
+        if BEGIN_SQL.match(sql):
             for s in self.seam.begin_sql(self.level.isolation):
                 self.lane.execute(sess.conn, s)
             return []
-        if (_COMMIT.match(sql) or _ROLLBACK.match(sql)) and sess.state == "aborted":
+        if (COMMIT_SQL.match(sql) or ROLLBACK_SQL.match(sql)) and sess.state == "aborted":
             # The database already ended this transaction (deadlock victim, conflict): like COMMIT
             # in a failed PostgreSQL transaction, the commit ends nothing and the session stays aborted.
             with contextlib.suppress(Exception):
                 self.lane.execute(sess.conn, "rollback")
             return []
-        if _COMMIT.match(sql):
+        if COMMIT_SQL.match(sql):
             sql = "commit"  # PostgreSQL's END is not MySQL's
-        elif _ROLLBACK.match(sql):
+        elif ROLLBACK_SQL.match(sql):
             sql = "rollback"  # nor is its ABORT
         return self.lane.execute(sess.conn, sql)[0]
 

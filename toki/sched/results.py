@@ -14,9 +14,9 @@ from typing import Any
 from toki.levels import Level
 from toki.sched.schedule import Schedule
 
-_BEGIN = re.compile(r"^\s*(begin|start\s+transaction)(\s+(transaction|work))?\s*;?\s*$", re.I)
-_COMMIT = re.compile(r"^\s*(commit|end)(\s+(transaction|work))?\s*;?\s*$", re.I)
-_ROLLBACK = re.compile(r"^\s*(rollback|abort)(\s+(transaction|work))?\s*;?\s*$", re.I)
+BEGIN_SQL = re.compile(r"^\s*(begin|start\s+transaction)(\s+(transaction|work))?\s*;?\s*$", re.I)
+COMMIT_SQL = re.compile(r"^\s*(commit|end)(\s+(transaction|work))?\s*;?\s*$", re.I)
+ROLLBACK_SQL = re.compile(r"^\s*(rollback|abort)(\s+(transaction|work))?\s*;?\s*$", re.I)
 
 def jsonable(v: Any) -> Any:
     """Rows as JSON values in column order (timestamps as ISO strings)."""

@@ -40,9 +40,9 @@ from toki.operators import set_key
 from toki.sched.green import GreenConnection, Task, Worker, poll_any
 from toki.sched.drive import StepLoop
 from toki.sched.results import (
-    _BEGIN,
-    _COMMIT,
-    _ROLLBACK,
+    BEGIN_SQL,
+    COMMIT_SQL,
+    ROLLBACK_SQL,
     RunResult,
     StepResult,
     check_expectation,
@@ -475,9 +475,9 @@ class _Execution(StepLoop):
                 sess.state = "open"
             return
         sql = step.sql or ""
-        if _COMMIT.match(sql):
+        if COMMIT_SQL.match(sql):
             sess.state = "aborted" if (status_msg or "").upper().startswith("ROLLBACK") else "committed"
-        elif _ROLLBACK.match(sql):
+        elif ROLLBACK_SQL.match(sql):
             sess.state = "rolled-back"
         elif tx == TransactionStatus.INTRANS:
             sess.state = "open"
@@ -493,7 +493,7 @@ class _Execution(StepLoop):
         if step.op is not None:
             return self._execute_op(sess, step, idx), None
         sql = step.sql
-        if _BEGIN.match(sql):
+        if BEGIN_SQL.match(sql):
             sql = f"begin isolation level {self.level.isolation.sql}"
         cur = sess.conn.execute(sql)
         rows: list = []
