@@ -146,6 +146,31 @@ def test_the_descriptor_scan_counts_descriptors_that_can_write_and_not_reads_by_
         assert scan() != held
 
 
+def test_a_file_held_open_here_that_another_process_writes_is_not_this_processs_change(tmp_path):
+    """pytest-xdist's workers inherit the controller's output file: the controller writes it while
+    a worker runs a trial. A change made while this process made no write call is someone else's."""
+    import subprocess
+    import sys
+    import time
+
+    from toki.harness.effects import DescriptorScan
+
+    folder, log = tmp_path / "run", tmp_path / "parent.log"
+    folder.mkdir()
+    log.write_text("")
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read(); open(sys.argv[1], 'a').write('y')",
+                              str(log)], stdin=subprocess.PIPE)
+    with open(log, "a"):
+        scan = DescriptorScan(folder)
+        before = scan()
+        assert any("parent.log" in k for k in before), before
+        child.stdin.close()  # the child writes now; this process makes no write call meanwhile
+        while log.read_text() != "y":  # (not wait(): a reaped child's counts become the parent's)
+            time.sleep(0.01)
+        assert scan() == before
+    assert child.wait(timeout=60) == 0
+
+
 # -- 2. nothing ran, nothing certified -----------------------------------------------------------
 
 def test_a_scenario_whose_calls_fail_in_every_serial_order_is_unverifiable_naming_the_failure():

@@ -17,7 +17,9 @@ certify calls nobody scheduled. So toki does not list drivers: it watches what t
   intercepted driver owns and whose byte counters (``TCP_INFO``) moved, a regular file held open
   for writing outside the folder whose size or time changed, a shared writable memory map whose file changed,
   or a Unix-socket connection to a server that no intercepted driver owns (Linux keeps no byte
-  counters for those) makes the run unverifiable. Every scenario runs its serial orders before
+  counters for those) makes the run unverifiable. A file counts as changed only when this process
+  made a write system call in that window (another process may write a file held open here, as
+  pytest-xdist's controller writes the output its workers inherit). Every scenario runs its serial orders before
   any search, so an engine that always takes such a path is refused before a verdict is made.
 
 Allowed, by design: the standard streams and logging's handlers, reads of files (configuration,
@@ -277,6 +279,8 @@ class DescriptorScan:
         self._maps_key: frozenset[str] | None = None
         self._maps: set[str] = set()
         self._scans = 0
+        self._syscw: int | None = None
+        self._files: dict[str, Any] = {}
 
     def _allowed_fds(self) -> set[int]:
         fds = {0, 1, 2}
@@ -329,6 +333,7 @@ class DescriptorScan:
 
     def __call__(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        files: dict[str, Any] = {}
         fresh: dict[str, int] = {}
         links: list[tuple[int, str]] = []
         try:
@@ -374,8 +379,17 @@ class DescriptorScan:
                 except OSError:
                     continue
                 if stat.S_ISREG(st.st_mode):
-                    out[f"{link} (held open for writing outside the run's folder, descriptor {fd})"] = (st.st_size,
+                    files[f"{link} (held open for writing outside the run's folder, descriptor {fd})"] = (st.st_size,
                                                                                          st.st_mtime_ns)
+        # A file can change without this process writing it: a log that a parent process (pytest-xdist's
+        # controller, a shell) writes through a descriptor this process inherited. The kernel counts
+        # the process's write system calls (write, pwrite, writev; not send, not ftruncate): when
+        # none was made since the last scan, a file held open here changed through someone else.
+        syscw = _write_calls()
+        if syscw is not None and syscw == self._syscw:
+            files.update((k, self._files[k]) for k in files.keys() & self._files.keys())
+        self._syscw, self._files = syscw, files
+        out.update(files)
         # A map outlives its descriptor: read the maps again when the descriptors changed, and
         # every 64th scan besides (a C library that opens, maps and closes within one window).
         # Files under the folder are the folder fingerprint's: only descriptors elsewhere count.
@@ -390,6 +404,18 @@ class DescriptorScan:
                 st = os.stat(path)
                 out[f"{path} (mapped writable into memory)"] = (st.st_size, st.st_mtime_ns)
         return out
+
+
+def _write_calls() -> int | None:
+    """The process's count of write system calls so far (Linux task I/O accounting), or None."""
+    try:
+        with open("/proc/self/io", "rb") as f:
+            for line in f:
+                if line.startswith(b"syscw:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _shared_maps() -> set[str]:
