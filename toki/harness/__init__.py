@@ -20,12 +20,16 @@ with a crash in it, is the one package built into the harness's implementation).
 - single runs, for a strategy of your own or an experiment's own count: :class:`TrialRunner`,
   :class:`TrialResult`, the choosers :class:`Chooser`, :class:`SerialChooser`,
   :class:`TapeChooser`, :class:`ReplayChooser`, and :func:`context_switches`;
+- steps: :class:`StepKind` and :class:`Footprint`, what a step is and what it touches (a
+  plug-in that makes steps of its own through ``Controller.step`` may pass ``touches=``; without
+  it the step touches anything);
 - pictures: :func:`draw`, :func:`shorten`.
 
 Everything else is implementation, and may change in any release: the controller
 (``controller``), the interception of sqlite3, psycopg, PyMySQL, files, file locks, Python locks
 and threads (``sqlite_calls``, ``pg_calls``, ``mysql_calls``, ``file_calls``, ``file_locks``,
-``locks``, ``threads``, ``sync``, ``effects``, ``observers``), a trial's machinery (``trial``),
+``locks``, ``threads``, ``sync``, ``effects``, ``observers``), each making its steps with their
+footprints (``steps``), a trial's machinery (``trial``),
 the exhaustive search's tree (``explore``). The former search functions (``search``'s
 ``certify_search``, ``search``, ``exhaustive_part``, and ``pct``'s) stay for one release.
 """
@@ -38,12 +42,14 @@ from toki.harness.engine import Detector, Engine, PluginError, Scenario, connect
 from toki.harness.findings import DesignFinding, Finding, anomaly_of
 from toki.harness.locks import InstrumentedLock
 from toki.harness.loop import Runs, Searched, Strategy, run
+from toki.harness.steps import Footprint, StepKind
 from toki.harness.strategies import Exhaustive, Pct, Random, Replay, strategy_options
 from toki.harness.trial import TrialResult, TrialRunner
 from toki.harness.witness import Baseline, Witness
 
 __all__ = ["Baseline", "Chooser", "Decision", "DesignFinding", "Detector", "Engine", "Exhaustive", "Finding",
-           "InstrumentedLock", "Pct", "PluginError", "Random", "Replay", "ReplayChooser", "Replayed", "Runs",
-           "Scenario", "Searched", "SerialChooser", "Strategy", "TapeChooser", "TrialResult", "TrialRunner",
-           "Unverifiable", "Verdict", "Witness", "anomaly_of", "certify", "connect_database", "context_switches",
-           "current_agent", "draw", "optional", "replay", "run", "shorten", "strategy_options", "uncontrolled"]
+           "Footprint", "InstrumentedLock", "Pct", "PluginError", "Random", "Replay", "ReplayChooser", "Replayed",
+           "Runs", "Scenario", "Searched", "SerialChooser", "StepKind", "Strategy", "TapeChooser", "TrialResult",
+           "TrialRunner", "Unverifiable", "Verdict", "Witness", "anomaly_of", "certify", "connect_database",
+           "context_switches", "current_agent", "draw", "optional", "replay", "run", "shorten", "strategy_options",
+           "uncontrolled"]

@@ -41,11 +41,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toki.errors import TokiError
 from toki.harness.observers import OPENERS, DbSession, PgObserver
+from toki.harness.steps import ANYTHING, NOTHING, Footprint, StepKind, step_kind
 
 STEP_LIMIT_S = 10.0
 _PG_POLL_S = 0.002  # how long a granted database statement may run before the observer is asked
@@ -77,25 +78,28 @@ def context_switches(run) -> int:
 
     Starting an agent is not a switch: it runs code that touches no storage."""
     steps = run.steps if hasattr(run, "steps") else run
-    agents = [s.agent for s in sorted(steps, key=lambda s: s.seq) if s.kind != "start"]
+    agents = [s.agent for s in sorted(steps, key=lambda s: s.seq) if s.kind != StepKind.START]
     return sum(1 for a, b in zip(agents, agents[1:]) if a != b)
 
 
 # Steps a library takes to clean up (return a connection to its pool, close it).
-_CLEANUP = frozenset({"pg-rollback", "sql-txn", "sql-close", "my-rollback"})
+_CLEANUP = frozenset({StepKind.PG_ROLLBACK, StepKind.SQL_TXN, StepKind.SQL_CLOSE, StepKind.MY_ROLLBACK})
 
 
 @dataclass
 class StepRecord:
     seq: int  # position in the grant sequence
     agent: str
-    kind: str  # start, sql, commit, rollback, script, lock, file-open, file-read, file-write, ...
-    detail: str
+    kind: StepKind | str  # a StepKind; a plug-in's own step may carry a kind of its own (a plain string)
+    detail: str  # for people: the call as output shows it (never parsed: what it touches is ``touches``)
     status: str = "ok"  # ok | error | busy (SQLite answered SQLITE_BUSY; re-issued later)
     blocked: bool = False  # waited on a lock or another session before it completed
     completed: int | None = None  # grant seq after which it completed (its own when it never blocked)
     error: str | None = None
     waited_from: int | None = None  # grant count when it started waiting for a lock another agent held
+    # What the call touches, given where it was made (:mod:`.steps`); None: not known (a step read
+    # back from a witness file, a plug-in's own step made without one), which touches anything.
+    touches: Footprint | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in ("seq", "agent", "kind", "detail", "status", "blocked",
@@ -103,8 +107,10 @@ class StepRecord:
 
     @classmethod
     def from_json(cls, d: dict) -> "StepRecord":
-        return cls(**{k: d.get(k) for k in ("seq", "agent", "kind", "detail", "status", "blocked", "completed",
+        rec = cls(**{k: d.get(k) for k in ("seq", "agent", "kind", "detail", "status", "blocked", "completed",
                                            "error", "waited_from")})
+        rec.kind = step_kind(rec.kind) if isinstance(rec.kind, str) else rec.kind
+        return rec
 
 
 @dataclass
@@ -332,15 +338,16 @@ def running() -> "Controller | None":
     return _running
 
 
-def controlled(kind: str, detail: str, fn: Callable[[], Any], *, busy=None, db: DbSession | None = None,
-               lock=None) -> Any:
+def controlled(kind: StepKind | str, detail: str, fn: Callable[[], Any], *, busy=None, db: DbSession | None = None,
+               lock=None, touches: Footprint | None = None) -> Any:
     """Perform a storage call: a granted step on an agent's thread (or a worker working for one),
-    refused on any other thread while a run is in progress, plain outside runs."""
+    refused on any other thread while a run is in progress, plain outside runs. ``touches`` is
+    what the call touches (None: not known, so anything)."""
     if getattr(_local, "in_gc", False):
         return fn()
     me = getattr(_local, "agent", None)
     if me is not None:
-        return me[0].step(kind, detail, fn, busy=busy, db=db, lock=lock)
+        return me[0].step(kind, detail, fn, busy=busy, db=db, lock=lock, touches=touches)
     ctl = _running
     if ctl is not None and not getattr(_local, "harness", False) and not _pool_thread():
         ctl.refuse(kind, detail)
@@ -364,13 +371,13 @@ def _pool_thread() -> bool:
     return (getattr(target, "__module__", None) or "").partition(".")[0] in _POOL_PACKAGES
 
 
-async def controlled_async(kind: str, detail: str, fn: Callable[[], Any], *, busy=None,
-                           db: DbSession | None = None) -> Any:
+async def controlled_async(kind: StepKind | str, detail: str, fn: Callable[[], Any], *, busy=None,
+                           db: DbSession | None = None, touches: Footprint | None = None) -> Any:
     if getattr(_local, "in_gc", False):
         return await fn()
     me = getattr(_local, "agent", None)
     if me is not None:
-        return await me[0].step_async(kind, detail, fn, busy=busy, db=db)
+        return await me[0].step_async(kind, detail, fn, busy=busy, db=db, touches=touches)
     ctl = _running
     if ctl is not None and not getattr(_local, "harness", False) and not _pool_thread():
         ctl.refuse(kind, detail)
@@ -483,13 +490,14 @@ class Controller:
         return a.want_lock if a is not None and a.state != AgentState.DONE else None
 
     # -- called from agent threads (through the hooks) ----------------------------------------
-    def step(self, kind: str, detail: str, fn: Callable[[], Any], *, lock=None,
+    def step(self, kind: StepKind | str, detail: str, fn: Callable[[], Any], *, lock=None,
              busy: Callable[[BaseException], bool] | None = None, db: DbSession | None = None,
-             patient: bool = False) -> Any:
+             patient: bool = False, touches: Footprint | None = None) -> Any:
         """Wait for the grant, perform ``fn`` (the real call), and record it. ``busy`` says which
         of its errors mean "try again once another agent has moved"; a ``patient`` call (a
         blocking file lock tried without blocking) is re-issued until it succeeds, never given the
-        error, as the blocking call it stands for would wait."""
+        error, as the blocking call it stands for would wait. ``touches`` is what the call touches
+        (:class:`~toki.harness.steps.Footprint`; None, not known: anything)."""
         me = current_agent()
         if me is None or me[0] is not self or _in_call.get() or self._finished or getattr(_local, "in_gc", False):
             # not an agent, a driver call made inside a step (one storage call, one step), a call
@@ -501,7 +509,7 @@ class Controller:
             # reset on return) runs plainly, not against an unwinding exception it would log.
             return _plainly(fn)
         try:
-            rec = self._await_grant(agent, kind, detail, db, lock)
+            rec = self._await_grant(agent, kind, detail, db, lock, touches)
         except (_Abandoned, RunAbandoned):
             if kind in _CLEANUP:
                 return _plainly(fn)  # the run failed while this cleanup waited for its grant: likewise
@@ -520,8 +528,9 @@ class Controller:
             self._returned(agent, rec)
             return result
 
-    async def step_async(self, kind: str, detail: str, fn: Callable[[], Any], *,
-                         busy: Callable[[BaseException], bool] | None = None, db: DbSession | None = None) -> Any:
+    async def step_async(self, kind: StepKind | str, detail: str, fn: Callable[[], Any], *,
+                         busy: Callable[[BaseException], bool] | None = None, db: DbSession | None = None,
+                         touches: Footprint | None = None) -> Any:
         """:meth:`step` for an awaitable call (an asyncio driver's query): ``fn()`` returns it.
 
         An agent whose call is a coroutine runs it on an event loop of its own, in its own thread,
@@ -533,7 +542,7 @@ class Controller:
         _, agent = me
         # Tasks of one agent (asyncio.gather) take their steps one at a time, in the order they ask.
         async with agent.task_lock():
-            rec = self._await_grant(agent, kind, detail, db, None)
+            rec = self._await_grant(agent, kind, detail, db, None, touches)
             while True:
                 self._calling(agent, db)
                 token = _in_call.set(True)
@@ -549,8 +558,9 @@ class Controller:
                 return result
 
     # -- the parts of a step that step and step_async share ------------------------------------
-    def _await_grant(self, agent: _Agent, kind: str, detail: str, db: DbSession | None, lock) -> StepRecord:
-        rec = StepRecord(-1, agent.name, kind, detail)
+    def _await_grant(self, agent: _Agent, kind: StepKind | str, detail: str, db: DbSession | None, lock,
+                     touches: Footprint | None) -> StepRecord:
+        rec = StepRecord(-1, agent.name, step_kind(kind), detail, touches=touches)
         with self._mutex:
             self._saw(db)
             agent.pending, agent.want_lock = rec, lock
@@ -670,7 +680,7 @@ class Controller:
 
     def _completed(self, agent: _Agent, rec: StepRecord) -> None:
         with self._mutex:
-            if rec.kind != "sleep":  # a sleep changes nothing: two pollers must not wake each other
+            if rec.kind != StepKind.SLEEP:  # a sleep changes nothing: two pollers must not wake each other
                 self._progress += 1
             rec.completed = len(self.grants) - 1
             agent.db = None
@@ -682,7 +692,9 @@ class Controller:
                     raise _abandon(agent) from e
             if agent.state == AgentState.BLOCKED_DB:  # a PostgreSQL wait ended: run on only when granted
                 rec.blocked = True
-                agent.pending, agent.want_lock = StepRecord(-1, agent.name, "resume", rec.detail), None
+                # its thread runs on: what it does until its next call, no footprint shows
+                agent.pending = StepRecord(-1, agent.name, StepKind.RESUME, rec.detail, touches=ANYTHING)
+                agent.want_lock = None
                 self._stop_and_wait(agent)
 
     # -- decisions (mutex held, nobody holding the baton) --------------------------------------
@@ -718,7 +730,7 @@ class Controller:
             return
         eligible = [a.name for a in live if self._eligible(a)]
         try:
-            starting = [n for n in eligible if self._agents[n].pending.kind == "start"]
+            starting = [n for n in eligible if self._agents[n].pending.kind == StepKind.START]
             if starting and self.chooser.forces_starts:  # running an agent up to its first storage call is no choice: it touches nothing
                 self.chooser.forced(starting[0])
                 last = self._last
@@ -770,7 +782,7 @@ class Controller:
                     t = self._agents[ran].thread
                     where = (f"; agent {ran} ran in between and is now at {_where_waiting(t)}" if t.is_alive()
                              else f"; agent {ran} ran in between and returned")
-                after = ("before any step" if prev is None else f"after {prev.agent} started" if prev.kind == "start"
+                after = ("before any step" if prev is None else f"after {prev.agent} started" if prev.kind == StepKind.START
                          else f"after step {prev.seq} ({prev.agent}: {prev.detail})")
                 raise Unverifiable(
                     f"storage changed while no agent held a granted call: {'; '.join(changed[:4])} changed "
@@ -782,7 +794,7 @@ class Controller:
         rec = a.pending
         if rec.seq < 0:  # a re-issue after SQLITE_BUSY keeps the step's first position
             rec.seq = len(self.grants)
-            if rec.kind != "resume":
+            if rec.kind != StepKind.RESUME:
                 self.steps.append(rec)
         self.grants.append(a.name)
         self._last = a.name
@@ -949,7 +961,7 @@ class Controller:
         _local.agent = (self, a)
         try:
             with self._mutex:
-                a.pending = StepRecord(-1, a.name, "start", a.fn.__name__)
+                a.pending = StepRecord(-1, a.name, StepKind.START, a.fn.__name__, touches=NOTHING)
                 self._stop_and_wait(a)
                 a.pending.completed = a.pending.seq
             result = a.fn()

@@ -14,7 +14,8 @@ an agent is a decision like any other, so K=0 runs exactly the serial orders.
 Partial-order reduction by sleep sets (Godefroid): after the subtree of step ``t`` has been
 explored at a decision, a sibling subtree need not run ``t`` again until a step dependent on
 ``t`` has run, since moving ``t`` forward gives an equivalent run (same outcome). Dependence is
-read from each pending step's footprint (:func:`footprint`) and is conservative.
+read from each pending step's footprint, which the interception module that made the step
+attached (:mod:`.steps`; :func:`footprint`), and is conservative.
 
 Sleep sets and a preemption bound do not combine naively (Coons, Musuvathi and McKinley,
 "Bounded partial-order reduction", OOPSLA 2013): the equivalent run with ``t`` moved forward
@@ -43,9 +44,6 @@ held lock, ``Event.is_set``).
 
 from __future__ import annotations
 
-import ast
-import functools
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,88 +52,26 @@ from toki.errors import ConfigError
 from toki.harness.controller import Chooser, StepRecord, Unverifiable, context_switches
 from toki.harness.locks import InstrumentedLock
 from toki.harness.loop import OutOfTime, Runs
+from toki.harness.steps import ANYTHING, NOTHING, Footprint  # noqa: F401 - NOTHING: callers take it from here
 from toki.harness.trial import TrialResult, TrialRunner
 
 
 # -- what a step touches -----------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Footprint:
-    """What a pending step may touch: ``space`` None touches nothing, ``"*"`` anything; within a
-    space, ``names`` (None: any of them), and whether it writes."""
-
-    space: str | None
-    names: frozenset[str] | None = None
-    writes: bool = True
-
-
-NOTHING = Footprint(None)
-ANYTHING = Footprint("*")
-
-# A SELECT that locks rows, moves a sequence or writes through a CTE is no plain read.
-_NOT_A_READ = re.compile(r"\b(insert|update|delete|replace|merge|nextval|setval|pg_advisory\w*|"
-                         r"for\s+(no\s+key\s+)?update|for\s+(key\s+)?share|lock\s+in\s+share\s+mode)\b", re.I)
-_CALL = re.compile(r"^\w+\((.*)\)$")
-
-
-@functools.lru_cache(maxsize=8192)  # every run of a search issues the same statements again
-def _sql(kind: str, detail: str) -> Footprint:
-    """One database per driver. Table names are not enough to commute two statements: SQLite
-    locks the whole file (a write on one table makes a read or write on another busy, and the
-    order decides the deadlock's victim), and foreign keys and triggers touch tables the text
-    does not name. So only two plain reads commute."""
-    family, _, verb = kind.partition("-")
-    text = detail.split(" ← ", 1)[0].strip()
-    head = text.split(None, 1)[0].lower() if text else ""
-    plain = (verb == "read" and head in ("select", "with", "explain") and not text.endswith("…")
-             and not _NOT_A_READ.search(text))
-    return Footprint(family, None, not plain)
-
-
-@functools.lru_cache(maxsize=8192)
-def _files(kind: str, detail: str) -> Footprint:
-    """``open('f', 'w')``, ``replace('a', 'b')``, ``truncate('f')`` or ``read f``/``write f``; an
-    fsync names a descriptor, not a file, and a detail that does not parse names none."""
-    writes = kind not in ("file-open", "file-read")
-    if kind == "file-fsync":
-        return Footprint("file", None, writes)
-    call = _CALL.match(detail)
-    if call is None:
-        return Footprint("file", frozenset([detail.split(" ", 1)[-1]]), writes)
-    try:
-        args = ast.literal_eval(f"({call.group(1)},)")
-    except (ValueError, SyntaxError):
-        return Footprint("file", None, writes)
-    return Footprint("file", frozenset(args[:1] if kind.startswith("file-open") else args), writes)
-
-
 def footprint(step: StepRecord | None) -> Footprint:
-    """What the step may touch (see :func:`dependent`). Waits, hand-overs to a worker and resumes
-    after a database wait are enabled by code between steps (a notify, a set flag, a worker
-    going idle), which no footprint shows: they touch anything."""
-    if step is None:
+    """What the step may touch, as the interception module that made it said
+    (:class:`~toki.harness.steps.Footprint`); a step made without one (a plug-in's own), or no
+    step, touches anything. Waits, hand-overs to a worker and resumes after a database wait are
+    enabled by code between steps (a notify, a set flag, a worker going idle), which no footprint
+    shows: they are made touching anything."""
+    if step is None or step.touches is None:
         return ANYTHING
-    kind, detail = step.kind, step.detail
-    if kind == "start":
-        return NOTHING
-    if kind == "lock":
-        return Footprint("lock", frozenset([detail]))
-    if kind.startswith(("sql-", "pg-", "my-")):
-        return _sql(kind, detail)
-    if kind.startswith("file-"):
-        return _files(kind, detail)
-    return ANYTHING
+    return step.touches
 
 
 def dependent(a: Footprint, b: Footprint) -> bool:
-    """May the two steps (of different agents) fail to commute?"""
-    if a.space is None or b.space is None:
-        return False
-    if "*" in (a.space, b.space):
-        return True
-    if a.space != b.space or not (a.writes or b.writes):
-        return False
-    return a.names is None or b.names is None or bool(a.names & b.names)
+    """May the two steps (of different agents) fail to commute? (:meth:`Footprint.conflicts`)"""
+    return a.conflicts(b)
 
 
 # -- the decision tree -------------------------------------------------------------------------
@@ -337,7 +273,7 @@ class ExploringChooser(Chooser):
         if not isinstance(obj, InstrumentedLock):
             return fp  # a semaphore: its name is where it was created, the same in every run
         _, alias = self._locks.setdefault(id(obj), (obj, f"lock {len(self._locks)}"))
-        return Footprint(fp.space, frozenset([alias]), fp.writes)
+        return fp.renamed("lock", alias)
 
 
 class Memo:

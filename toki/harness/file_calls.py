@@ -23,12 +23,14 @@ import os
 from pathlib import Path
 
 from toki.harness.controller import controlled, current_agent
+from toki.harness.steps import StepKind, file_footprint
 
 real_open = builtins.open  # the standard library's open, for the harness's own reads while the hook is installed
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 # Calls on a raw descriptor of a file under the folder: each reaches the OS at once.
-_RAW_FD = {"write": "file-write", "pwrite": "file-write", "writev": "file-write", "ftruncate": "file-write",
-           "fchmod": "file-write", "read": "file-read", "pread": "file-read"}
+_RAW_FD = {"write": StepKind.FILE_WRITE, "pwrite": StepKind.FILE_WRITE, "writev": StepKind.FILE_WRITE,
+           "ftruncate": StepKind.FILE_WRITE, "fchmod": StepKind.FILE_WRITE, "read": StepKind.FILE_READ,
+           "pread": StepKind.FILE_READ}
 _RAW = ("open", "remove", "unlink", *_RAW_FD)
 
 
@@ -56,17 +58,17 @@ class ControlledFile:
         self._f, self._label, self._writing = f, label, writing
         self._dirty = False
 
-    def _step(self, kind: str, detail: str, fn):
-        return controlled(kind, detail, fn)
+    def _step(self, kind: StepKind, detail: str, fn):
+        return controlled(kind, detail, fn, touches=file_footprint(kind, self._label))
 
     def read(self, *a):
-        return self._step("file-read", f"read {self._label}", lambda: self._f.read(*a))
+        return self._step(StepKind.FILE_READ, f"read {self._label}", lambda: self._f.read(*a))
 
     def readline(self, *a):
-        return self._step("file-read", f"readline {self._label}", lambda: self._f.readline(*a))
+        return self._step(StepKind.FILE_READ, f"readline {self._label}", lambda: self._f.readline(*a))
 
     def readlines(self, *a):
-        return self._step("file-read", f"readlines {self._label}", lambda: self._f.readlines(*a))
+        return self._step(StepKind.FILE_READ, f"readlines {self._label}", lambda: self._f.readlines(*a))
 
     def __iter__(self):
         return iter(self.readlines())
@@ -83,14 +85,14 @@ class ControlledFile:
         if not self._dirty:
             return self._f.flush()
         self._dirty = False
-        return self._step("file-write", f"write {self._label}", self._f.flush)
+        return self._step(StepKind.FILE_WRITE, f"write {self._label}", self._f.flush)
 
     def seek(self, *a):
         # A seek with written bytes in Python's buffer writes them out first: that write is a step.
         if not self._dirty:
             return self._f.seek(*a)
         self._dirty = False
-        return self._step("file-write", f"write {self._label}", lambda: self._f.seek(*a))
+        return self._step(StepKind.FILE_WRITE, f"write {self._label}", lambda: self._f.seek(*a))
 
     def fileno(self):
         # Whoever asks for the descriptor is about to use it past Python's buffer (os.fsync,
@@ -100,14 +102,14 @@ class ControlledFile:
         return self._f.fileno()
 
     def truncate(self, *a):
-        return self._step("file-write", f"truncate {self._label}", lambda: self._f.truncate(*a))
+        return self._step(StepKind.FILE_WRITE, f"truncate {self._label}", lambda: self._f.truncate(*a))
 
     def close(self):
         if self._f.closed:
             return None
         if self._dirty:
             self._dirty = False
-            return self._step("file-write", f"write+close {self._label}", self._f.close)
+            return self._step(StepKind.FILE_WRITE, f"write+close {self._label}", self._f.close)
         return self._f.close()
 
     def __enter__(self):
@@ -139,17 +141,18 @@ class FileHook:
         if label is None:
             return real_open(file, mode, *args, **kwargs)
         writing = any(c in mode for c in "wax+")
-        kind = "file-open-w" if "w" in mode else ("file-open-a" if writing else "file-open")
-        f = controlled(kind, f"open({label!r}, {mode!r})", lambda: real_open(file, mode, *args, **kwargs))
+        kind = StepKind.FILE_OPEN_W if "w" in mode else (StepKind.FILE_OPEN_A if writing else StepKind.FILE_OPEN)
+        f = controlled(kind, f"open({label!r}, {mode!r})", lambda: real_open(file, mode, *args, **kwargs),
+                       touches=file_footprint(kind, label))
         return ControlledFile(f, label, writing)
 
-    def _os(self, name: str, orig, kind: str):
+    def _os(self, name: str, orig, kind: StepKind):
         def call(*args, **kwargs):
             labels = [self._mine(a) for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
             if not any(labels):
                 return orig(*args, **kwargs)
             return controlled(kind, f"{name}({', '.join(repr(x) for x in labels if x)})",
-                              lambda: orig(*args, **kwargs))
+                              lambda: orig(*args, **kwargs), touches=file_footprint(kind, *labels))
         return call
 
     def _fd_label(self, fd) -> str | None:
@@ -163,17 +166,19 @@ class FileHook:
             label = self._mine(path) if isinstance(path, (str, bytes, os.PathLike)) and current_agent() else None
             if label is None or not flags & _WRITE_FLAGS:
                 return orig(path, flags, *args, **kwargs)
-            kind = "file-open-w" if flags & os.O_TRUNC else "file-open-a"
-            return controlled(kind, f"open({label!r}, {_flag_names(flags)!r})", lambda: orig(path, flags, *args, **kwargs))
+            kind = StepKind.FILE_OPEN_W if flags & os.O_TRUNC else StepKind.FILE_OPEN_A
+            return controlled(kind, f"open({label!r}, {_flag_names(flags)!r})", lambda: orig(path, flags, *args, **kwargs),
+                              touches=file_footprint(kind, label))
         return os_open
 
-    def _on_fd(self, name: str, orig, kind: str):
+    def _on_fd(self, name: str, orig, kind: StepKind):
         def call(fd, *args, **kwargs):
             label = self._fd_label(fd) if current_agent() else None
             if label is None:
                 return orig(fd, *args, **kwargs)
-            verb = "read" if kind == "file-read" else name
-            return controlled(kind, f"{verb} {label}", lambda: orig(fd, *args, **kwargs))
+            verb = "read" if kind == StepKind.FILE_READ else name
+            return controlled(kind, f"{verb} {label}", lambda: orig(fd, *args, **kwargs),
+                              touches=file_footprint(kind, label))
         return call
 
     def _fsync(self, orig):
@@ -181,7 +186,9 @@ class FileHook:
             me = current_agent()
             if me is None:
                 return orig(fd)
-            return me[0].step("file-fsync", f"fsync({fd})", lambda: orig(fd))
+            # a descriptor, not a file: it may be any file's
+            return me[0].step(StepKind.FILE_FSYNC, f"fsync({fd})", lambda: orig(fd),
+                              touches=file_footprint(StepKind.FILE_FSYNC))
         return fsync
 
     @contextlib.contextmanager
@@ -191,12 +198,12 @@ class FileHook:
         raw = {name: getattr(os, name) for name in _RAW}
         os.fsync = self._fsync(saved["fsync"])
         builtins.open = io.open = self.open
-        os.replace = self._os("replace", saved["replace"], "file-rename")
-        os.rename = self._os("rename", saved["rename"], "file-rename")
-        os.truncate = self._os("truncate", saved["truncate"], "file-write")
+        os.replace = self._os("replace", saved["replace"], StepKind.FILE_RENAME)
+        os.rename = self._os("rename", saved["rename"], StepKind.FILE_RENAME)
+        os.truncate = self._os("truncate", saved["truncate"], StepKind.FILE_WRITE)
         os.open = self._os_open(raw["open"])
         for name in ("remove", "unlink"):
-            setattr(os, name, self._os(name, raw[name], "file-rename"))
+            setattr(os, name, self._os(name, raw[name], StepKind.FILE_RENAME))
         for name, kind in _RAW_FD.items():
             setattr(os, name, self._on_fd(name, raw[name], kind))
         try:

@@ -25,6 +25,7 @@ import os
 
 from toki.harness import controller as _ctl
 from toki.harness.file_calls import fd_path
+from toki.harness.steps import StepKind, file_footprint
 
 _REAL = {"flock": fcntl.flock, "lockf": fcntl.lockf}
 _OPS = ((fcntl.LOCK_UN, "LOCK_UN"), (fcntl.LOCK_EX, "LOCK_EX"), (fcntl.LOCK_SH, "LOCK_SH"))
@@ -63,19 +64,21 @@ class FileLockHook:
         if me is None or _ctl.running() is not me[0]:
             return _REAL["flock"](f, operation)
         fd = _fd(f)
-        detail = f"flock({_label(fd, self.root)!r}, {_op_name(operation)!r})"
+        label = _label(fd, self.root)
+        detail, touches = f"flock({label!r}, {_op_name(operation)!r})", file_footprint(StepKind.FILE_LOCK, label)
         if operation & fcntl.LOCK_NB or not operation & (fcntl.LOCK_EX | fcntl.LOCK_SH):
-            return _ctl.controlled("file-lock", detail, lambda: _REAL["flock"](fd, operation))
-        return me[0].step("file-lock", detail, lambda: _REAL["flock"](fd, operation | fcntl.LOCK_NB),
-                          busy=_would_block, patient=True)
+            return _ctl.controlled(StepKind.FILE_LOCK, detail, lambda: _REAL["flock"](fd, operation), touches=touches)
+        return me[0].step(StepKind.FILE_LOCK, detail, lambda: _REAL["flock"](fd, operation | fcntl.LOCK_NB),
+                          busy=_would_block, patient=True, touches=touches)
 
     def lockf(self, f, cmd: int, *args):
         me = _ctl.current_agent()
         if me is None or _ctl.running() is not me[0]:
             return _REAL["lockf"](f, cmd, *args)
         fd = _fd(f)
-        return _ctl.controlled("file-lock", f"lockf({_label(fd, self.root)!r}, {_op_name(cmd)!r})",
-                               lambda: _REAL["lockf"](fd, cmd, *args))
+        label = _label(fd, self.root)
+        return _ctl.controlled(StepKind.FILE_LOCK, f"lockf({label!r}, {_op_name(cmd)!r})",
+                               lambda: _REAL["lockf"](fd, cmd, *args), touches=file_footprint(StepKind.FILE_LOCK, label))
 
     @contextlib.contextmanager
     def installed(self):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 
 from toki.harness.controller import current_agent, running
+from toki.harness.steps import StepKind, lock_footprint
 
 
 def who() -> str:
@@ -54,7 +55,7 @@ class InstrumentedLock:
         ctl, _ = me
         if not blocking and not self.available_to(who):
             return False
-        return ctl.step("lock", f"acquire {self.name}", self._take, lock=self)
+        return ctl.step(StepKind.LOCK, f"acquire {self.name}", self._take, lock=self, touches=lock_footprint(self.name))
 
     def release(self) -> None:
         self.count -= 1

@@ -11,7 +11,12 @@ import contextlib
 
 from toki.harness.controller import controlled
 from toki.harness.observers import DbSession, mysql_where
-from toki.harness.sqlite_calls import describe_sql, sql_kind, with_params
+from toki.harness.sqlite_calls import database_footprint, describe_sql, sql_kind, statement_footprint, with_params
+from toki.harness.steps import StepKind
+
+_KINDS = {"read": StepKind.MY_READ, "txn": StepKind.MY_TXN, "write": StepKind.MY_WRITE, "begin": StepKind.MY_BEGIN,
+          "commit": StepKind.MY_COMMIT, "rollback": StepKind.MY_ROLLBACK}
+_DATABASE = database_footprint("my")
 
 
 def _session(conn) -> DbSession | None:
@@ -24,8 +29,9 @@ def _session(conn) -> DbSession | None:
 def _wrap_execute(orig):
     def execute(self, query, args=None):
         text = query.decode() if isinstance(query, bytes) else str(query)
-        return controlled("my-" + sql_kind(text), with_params(describe_sql(text), args),
-                          lambda: orig(self, query, args), db=_session(self.connection))
+        return controlled(_KINDS[sql_kind(text)], with_params(describe_sql(text), args),
+                          lambda: orig(self, query, args), db=_session(self.connection),
+                          touches=statement_footprint("my", text))
     execute.__wrapped__ = orig
     return execute
 
@@ -34,15 +40,15 @@ def _wrap_query(orig):
     # What cursors send goes through query(): inside their step; called alone, a step of its own.
     def query(self, sql, *args, **kwargs):
         text = sql.decode(errors="replace") if isinstance(sql, bytes) else str(sql)
-        return controlled("my-" + sql_kind(text), describe_sql(text), lambda: orig(self, sql, *args, **kwargs),
-                          db=_session(self))
+        return controlled(_KINDS[sql_kind(text)], describe_sql(text), lambda: orig(self, sql, *args, **kwargs),
+                          db=_session(self), touches=statement_footprint("my", text))
     query.__wrapped__ = orig
     return query
 
 
 def _wrap_txn(orig, kind: str):
     def call(self, *args, **kwargs):
-        return controlled("my-" + kind, kind, lambda: orig(self, *args, **kwargs), db=_session(self))
+        return controlled(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self), touches=_DATABASE)
     call.__wrapped__ = orig
     return call
 

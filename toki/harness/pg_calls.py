@@ -16,7 +16,13 @@ import contextlib
 
 from toki.harness.controller import controlled, controlled_async
 from toki.harness.observers import DbSession, pg_where
-from toki.harness.sqlite_calls import describe_sql, sql_kind, with_params
+from toki.harness.sqlite_calls import database_footprint, describe_sql, sql_kind, statement_footprint, with_params
+from toki.harness.steps import Footprint, StepKind
+
+_KINDS = {"read": StepKind.PG_READ, "txn": StepKind.PG_TXN, "write": StepKind.PG_WRITE,
+          "commit": StepKind.PG_COMMIT, "rollback": StepKind.PG_ROLLBACK}
+_DATABASE = database_footprint("pg")
+_ROUND_TRIP = "round trip (transaction block, COPY, stream or pipeline)"
 
 
 def _text(conn, query) -> str:
@@ -36,17 +42,17 @@ def _session(conn) -> DbSession | None:
     return DbSession("postgresql", pid, pg_where(conn)) if pid else None
 
 
-def _detail(conn, query, args) -> tuple[str, str]:
+def _detail(conn, query, args) -> tuple[StepKind, str, Footprint]:
     text = _text(conn, query)
     params = args[0] if args else None
-    return "pg-" + sql_kind(text), with_params(describe_sql(text), params)
+    return _KINDS[sql_kind(text)], with_params(describe_sql(text), params), statement_footprint("pg", text)
 
 
 def _wrap_execute(orig):
     def execute(self, query, *args, **kwargs):
         conn = getattr(self, "connection", self)
-        kind, detail = _detail(conn, query, args)
-        return controlled(kind, detail, lambda: orig(self, query, *args, **kwargs), db=_session(conn))
+        kind, detail, touches = _detail(conn, query, args)
+        return controlled(kind, detail, lambda: orig(self, query, *args, **kwargs), db=_session(conn), touches=touches)
     execute.__wrapped__ = orig
     return execute
 
@@ -54,15 +60,16 @@ def _wrap_execute(orig):
 def _wrap_execute_async(orig):
     async def execute(self, query, *args, **kwargs):
         conn = getattr(self, "connection", self)
-        kind, detail = _detail(conn, query, args)
-        return await controlled_async(kind, detail, lambda: orig(self, query, *args, **kwargs), db=_session(conn))
+        kind, detail, touches = _detail(conn, query, args)
+        return await controlled_async(kind, detail, lambda: orig(self, query, *args, **kwargs), db=_session(conn),
+                                      touches=touches)
     execute.__wrapped__ = orig
     return execute
 
 
 def _wrap_txn(orig, kind: str):
     def call(self, *args, **kwargs):
-        return controlled("pg-" + kind, kind, lambda: orig(self, *args, **kwargs), db=_session(self))
+        return controlled(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self), touches=_DATABASE)
     call.__wrapped__ = orig
     return call
 
@@ -71,23 +78,24 @@ def _wrap_wait(orig):
     # Every round trip goes through wait(): execute's own is inside its step; what reaches here
     # alone (transaction() blocks' BEGIN/COMMIT, COPY, stream, pipeline syncs) is a step of its own.
     def wait(self, gen, *args, **kwargs):
-        return controlled("pg-txn", "round trip (transaction block, COPY, stream or pipeline)",
-                          lambda: orig(self, gen, *args, **kwargs), db=_session(self))
+        return controlled(StepKind.PG_TXN, _ROUND_TRIP, lambda: orig(self, gen, *args, **kwargs), db=_session(self),
+                          touches=_DATABASE)
     wait.__wrapped__ = orig
     return wait
 
 
 def _wrap_wait_async(orig):
     async def wait(self, gen, *args, **kwargs):
-        return await controlled_async("pg-txn", "round trip (transaction block, COPY, stream or pipeline)",
-                                      lambda: orig(self, gen, *args, **kwargs), db=_session(self))
+        return await controlled_async(StepKind.PG_TXN, _ROUND_TRIP, lambda: orig(self, gen, *args, **kwargs),
+                                      db=_session(self), touches=_DATABASE)
     wait.__wrapped__ = orig
     return wait
 
 
 def _wrap_txn_async(orig, kind: str):
     async def call(self, *args, **kwargs):
-        return await controlled_async("pg-" + kind, kind, lambda: orig(self, *args, **kwargs), db=_session(self))
+        return await controlled_async(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self),
+                                      touches=_DATABASE)
     call.__wrapped__ = orig
     return call
 

@@ -12,11 +12,14 @@ another agent has moved (a deterministic busy handler), instead of SQLite sleepi
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import sqlite3
 
 from toki.backends.sqlite import is_busy
 from toki.harness.controller import controlled
+from toki.harness.steps import Footprint, StepKind
 
 _original_connect = sqlite3.connect
 
@@ -33,6 +36,37 @@ def sql_kind(sql: str) -> str:
     if head in ("begin", "commit", "end", "rollback", "savepoint", "release"):
         return "txn"
     return "write"
+
+
+# A SELECT that locks rows, moves a sequence or writes through a CTE is no plain read.
+_NOT_A_READ = re.compile(r"\b(insert|update|delete|replace|merge|nextval|setval|pg_advisory\w*|"
+                         r"for\s+(no\s+key\s+)?update|for\s+(key\s+)?share|lock\s+in\s+share\s+mode)\b", re.I)
+_NAMED_TABLE = re.compile(r"\b(?:from|into|update|join|table)\s+((?:[A-Za-z_][\w$]*|\"[^\"]+\"|`[^`]+`)"
+                          r"(?:\.(?:[A-Za-z_][\w$]*|\"[^\"]+\"|`[^`]+`))?)", re.I)
+
+
+def database_footprint(family: str) -> Footprint:
+    """A call that may change anything in the database of a driver family (``"sql"`` for sqlite3,
+    ``"pg"``, ``"my"``): a commit, a rollback, a script, a connection created or closed."""
+    return Footprint.writing((family,))
+
+
+@functools.lru_cache(maxsize=8192)  # every run of a search issues the same statements again
+def statement_footprint(family: str, sql: str) -> Footprint:
+    """What a statement touches: the database of its driver family, read by a plain read and
+    written by anything else, with the tables its text names as a hint (see :mod:`.steps`).
+
+    Only a plain read (SELECT, WITH or EXPLAIN that locks no row, moves no sequence and writes
+    through no CTE) only reads; a statement longer than its description (120 characters) counts
+    as a write, as the part past it is not classified (a finer rule is issue 34's). Table names
+    are not enough to commute two statements: SQLite locks the whole file, and foreign keys and
+    triggers touch tables the text does not name."""
+    text = describe_sql(sql)
+    head = text.split(None, 1)[0].lower() if text else ""
+    plain = (sql_kind(sql) == "read" and head in ("select", "with", "explain") and not text.endswith("…")
+             and not _NOT_A_READ.search(text))
+    tables = frozenset(m.lower().replace('"', "").replace("`", "") for m in _NAMED_TABLE.findall(str(sql)[:4096]))
+    return Footprint.reading((family,), tables=tables) if plain else Footprint.writing((family,), tables=tables)
 
 
 def _short(v) -> str:
@@ -61,12 +95,22 @@ def with_params(text: str, params, limit: int = 60) -> str:
     return f"{text} ← ({', '.join(shown)}{',' if len(shown) == 1 else ''})"
 
 
-def _step(kind: str, sql, fn, params=None):
-    return controlled(kind(sql) if callable(kind) else kind, with_params(describe_sql(sql), params), fn, busy=is_busy)
+def _step(kind, sql, fn, params=None, touches: Footprint | None = None):
+    return controlled(kind(sql) if callable(kind) else kind, with_params(describe_sql(sql), params), fn, busy=is_busy,
+                      touches=statement_footprint("sql", str(sql)) if touches is None else touches)
 
 
-def _kind(sql) -> str:
-    return "sql-" + sql_kind(sql)
+_KINDS = {"read": StepKind.SQL_READ, "txn": StepKind.SQL_TXN, "write": StepKind.SQL_WRITE}
+_DATABASE = database_footprint("sql")
+
+
+def _kind(sql) -> StepKind:
+    return _KINDS[sql_kind(sql)]
+
+
+def _many(sql) -> Footprint:
+    """``executemany``: a write, whatever its statement (its tables as the statement names them)."""
+    return Footprint.writing(("sql",), tables=statement_footprint("sql", str(sql)).tables)
 
 
 class ControlledCursor(sqlite3.Cursor):
@@ -75,10 +119,12 @@ class ControlledCursor(sqlite3.Cursor):
 
     def executemany(self, sql, seq_of_parameters, /):
         rows = list(seq_of_parameters)
-        return _step("sql-write", f"{sql} ×{len(rows)}", lambda: super(ControlledCursor, self).executemany(sql, rows))
+        return _step(StepKind.SQL_WRITE, f"{sql} ×{len(rows)}",
+                     lambda: super(ControlledCursor, self).executemany(sql, rows), touches=_many(sql))
 
     def executescript(self, script, /):
-        return _step("sql-script", script, lambda: super(ControlledCursor, self).executescript(script))
+        return _step(StepKind.SQL_SCRIPT, script, lambda: super(ControlledCursor, self).executescript(script),
+                     touches=_DATABASE)
 
 
 class ControlledConnection(sqlite3.Connection):
@@ -90,20 +136,21 @@ class ControlledConnection(sqlite3.Connection):
 
     def executemany(self, sql, seq_of_parameters, /):
         rows = list(seq_of_parameters)
-        return _step("sql-write", f"{sql} ×{len(rows)}",
-                     lambda: super(ControlledConnection, self).executemany(sql, rows))
+        return _step(StepKind.SQL_WRITE, f"{sql} ×{len(rows)}",
+                     lambda: super(ControlledConnection, self).executemany(sql, rows), touches=_many(sql))
 
     def executescript(self, script, /):
-        return _step("sql-script", script, lambda: super(ControlledConnection, self).executescript(script))
+        return _step(StepKind.SQL_SCRIPT, script, lambda: super(ControlledConnection, self).executescript(script),
+                     touches=_DATABASE)
 
     def commit(self):
         hold = getattr(self, "hold_commits", 0)
         if hold:
             return None  # a wrapper holds one transaction open across the engine's own commits
-        return _step("sql-commit", "commit", super().commit)
+        return _step(StepKind.SQL_COMMIT, "commit", super().commit, touches=_DATABASE)
 
     def rollback(self):
-        return _step("sql-txn", "rollback", super().rollback)
+        return _step(StepKind.SQL_TXN, "rollback", super().rollback, touches=_DATABASE)
 
     def close(self):
         # Closing rolls back an open transaction (its locks go), and closing the last connection
@@ -111,7 +158,7 @@ class ControlledConnection(sqlite3.Connection):
         # can see, so such a close is a step like a commit. Any other close changes nothing.
         path = getattr(self, "toki_path", None)
         if self.in_transaction or (path and os.path.exists(path + "-wal")):
-            return _step("sql-close", "close", super().close)
+            return _step(StepKind.SQL_CLOSE, "close", super().close, touches=_DATABASE)
         return super().close()
 
     def __exit__(self, exc_type, exc, tb):
@@ -141,8 +188,8 @@ def controlled_connect(database, *args, **kwargs):
     # nothing yet (SQLite reads at the first statement): no step.
     name = os.fsdecode(database) if isinstance(database, (str, bytes, os.PathLike)) else str(database)
     fresh = name != ":memory:" and not name.startswith("file:") and not os.path.exists(name)
-    conn = (controlled("sql-open", f"connect {os.path.basename(name) or name}",
-                       lambda: _original_connect(database, *args, **kwargs)) if fresh
+    conn = (controlled(StepKind.SQL_OPEN, f"connect {os.path.basename(name) or name}",
+                       lambda: _original_connect(database, *args, **kwargs), touches=_DATABASE) if fresh
             else _original_connect(database, *args, **kwargs))
     if isinstance(conn, ControlledConnection):
         conn.toki_path = os.path.abspath(name) if name != ":memory:" else None

@@ -15,6 +15,7 @@ import time
 
 from toki.harness.controller import current_agent, running
 from toki.harness.locks import InstrumentedLock, who as _who
+from toki.harness.steps import ANYTHING, StepKind, lock_footprint
 
 _POLL_S = 0.001
 
@@ -84,7 +85,8 @@ class InstrumentedCondition:
             def reacquire():
                 for _ in range(held):
                     self._lock._take()
-            me[0].step("wait", f"wait on {self.name}", reacquire, lock=until)
+            # enabled by a notify, which code between steps makes: no footprint shows it
+            me[0].step(StepKind.WAIT, f"wait on {self.name}", reacquire, lock=until, touches=ANYTHING)
         notified = who in self._notified
         self._notified.discard(who)
         if who in self._waiters:
@@ -146,9 +148,11 @@ class InstrumentedSemaphore:
         if not blocking and self._value <= 0:
             return False
         if timeout is None:
-            return me[0].step("lock", f"acquire {self.name}", self._take, lock=self)
+            return me[0].step(StepKind.LOCK, f"acquire {self.name}", self._take, lock=self,
+                              touches=lock_footprint(self.name))
         until = _Until(self.name, lambda w: self._value > 0, True)
-        return me[0].step("lock", f"acquire {self.name}", lambda: self._value > 0 and self._take(), lock=until)
+        return me[0].step(StepKind.LOCK, f"acquire {self.name}", lambda: self._value > 0 and self._take(), lock=until,
+                          touches=lock_footprint(self.name))
 
     def release(self, n: int = 1) -> None:
         with self._mu:
@@ -189,5 +193,5 @@ class InstrumentedEvent:
                 time.sleep(_POLL_S)
             return self._flag
         until = _Until(self.name, lambda w: self._flag, timeout is not None)
-        me[0].step("wait", f"wait for {self.name}", lambda: None, lock=until)
+        me[0].step(StepKind.WAIT, f"wait for {self.name}", lambda: None, lock=until, touches=ANYTHING)  # set by code between steps
         return self._flag

@@ -42,6 +42,7 @@ from typing import Any
 
 from toki.harness import controller as _ctl
 from toki.harness.locks import InstrumentedLock
+from toki.harness.steps import ANYTHING, StepKind
 from toki.harness.sync import InstrumentedCondition, InstrumentedEvent, InstrumentedSemaphore
 
 _REAL = {"sleep": time.sleep, "Lock": threading.Lock, "RLock": threading.RLock, "Condition": threading.Condition,
@@ -139,7 +140,9 @@ class _Handoff:
             # decision), and while the worker does another agent's request this one waits for it,
             # as for a lock. The step only claims the worker; the request is put after it, so the
             # worker never starts while this agent is still inside a granted call.
-            ctl.step("handoff", f"hand work to thread {self._worker_names()}", lambda: None, lock=gate)
+            # enabled by the worker going idle, which no footprint shows
+            ctl.step(StepKind.HANDOFF, f"hand work to thread {self._worker_names()}", lambda: None, lock=gate,
+                     touches=ANYTHING)
         gate.owner, gate.worker = agent, None
         put((ctl, agent, gate), item)
         ctl.await_handoff(agent, gate)
@@ -298,7 +301,8 @@ def _sleep(secs: float) -> None:
     if secs < 0:
         raise ValueError("sleep length must be non-negative")
     ctl = me[0]
-    return ctl.step("sleep", f"sleep({secs:g})", lambda: None, lock=_ctl.Sleep(ctl, secs))
+    # enabled by another agent's progress, whatever it touched
+    return ctl.step(StepKind.SLEEP, f"sleep({secs:g})", lambda: None, lock=_ctl.Sleep(ctl, secs), touches=ANYTHING)
 
 
 async def _asleep(delay: float, result=None):
