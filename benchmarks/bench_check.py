@@ -59,7 +59,7 @@ def ensure_base(path: Path, workload: str, n: int, seed: int, keys: int, mwpk: i
     if path.exists():
         return 0.0
     from toki.check.gen import generate, write_json
-    from toki.check.history import no_gc
+    from toki.check.reading.history import no_gc
 
     t = time.perf_counter()
     tmp = path.with_suffix(".tmp")

@@ -3,7 +3,7 @@
 For a list-append history (the ``lines`` layout that ``bench_check.py`` caches), this times, in
 one process with the garbage collector off (as toki's loader runs):
 
-- the scanner (``toki.check.jsonscan.scan_file``): file to columns, both cores;
+- the scanner (``toki.check.reading.json_scan.scan_file``): file to columns, both cores;
 - msgspec typed structs (if msgspec is installed: ``pip install msgspec``): decoding, then the
   least flattening that gives the same columns (op type, index, process, time, micro-op f, key,
   value, list length, read elements), without any of the checks the scanner makes;
@@ -62,8 +62,8 @@ def main(argv=None) -> int:
     ap.add_argument("path", help="a list-append JSON history")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    from toki.check import jsonscan
-    from toki.check.tuning import fast_malloc
+    from toki.check.reading import json_scan
+    from toki.check.accel.allocator import fast_malloc
 
     fast_malloc()
     gc.disable()
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     sc = None
     for _ in range(args.repeat):
         t = time.perf_counter()
-        sc = jsonscan.scan_file(args.path)
+        sc = json_scan.scan_file(args.path)
         scan_s.append(time.perf_counter() - t)
         with open(args.path, "rb") as f:
             data = f.read()

@@ -93,10 +93,10 @@ def main(argv=None) -> int:
     if not toki:
         raise SystemExit("the toki command is not installed next to this Python (pip install -e .)")
     _compile_toki()
-    from toki.check import jit
+    from toki.check import accel
 
     t = time.perf_counter()
-    compiled = jit.kernels("_jitmemory") is not None
+    compiled = accel.load("memory_scan") is not None
     print(f"compiled reader: {'ready' if compiled else 'NOT available (numba missing?)'} "
           f"({time.perf_counter() - t:.1f} s to compile or load its cache)", flush=True)
     cal = calibrate()

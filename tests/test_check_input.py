@@ -16,7 +16,7 @@ from test_check_scan import assert_same, assert_same_columns
 from toki.check import check
 from toki.check.core import process_edges, realtime_edge_set
 from toki.check.gen import generate, write_edn
-from toki.check.history import parse, parse_text
+from toki.check.reading.history import parse, parse_text
 from toki.cli import main
 
 
@@ -155,14 +155,14 @@ def test_edn_is_scanned_as_its_json_is(tmp_path, workload, fork):
     key and value): the same columns as the same ops written as JSON, whatever the slice size, in
     forked or threaded pieces, one op map per line or a vector of them; and the same History as
     the EDN reader."""
-    from toki.check import jsonscan
+    from toki.check.reading import json_scan
     from toki.check.gen import write_json
-    from toki.check.history import read
+    from toki.check.reading.history import read
 
     ops = list(generate(workload=workload, txns=300, keys=4, db="snapshot-isolation", seed=3, concurrency=5))
     buf = io.StringIO()
     write_json(iter(ops), buf)
-    want = jsonscan.scan(buf.getvalue().encode(), threads=1)
+    want = json_scan.scan(buf.getvalue().encode(), threads=1)
     buf = io.StringIO()
     write_edn(iter(ops), buf)
     text = buf.getvalue().encode()
@@ -170,7 +170,7 @@ def test_edn_is_scanned_as_its_json_is(tmp_path, workload, fork):
     for body in (text, b"[" + text + b"]"):
         p.write_bytes(body)
         for chunk in (97, 300, 4096):
-            sc = jsonscan.scan_file(p, chunk_bytes=chunk, threads=3, fork=fork, edn=True)
+            sc = json_scan.scan_file(p, chunk_bytes=chunk, threads=3, fork=fork, edn=True)
             assert_same_columns(want, sc, (chunk, fork, body[:1]))
     h = read(p, workload)
     assert h.parser == "edn-scan"
@@ -184,7 +184,7 @@ def test_edn_is_scanned_as_its_json_is(tmp_path, workload, fork):
 def test_edn_file_the_scanner_cannot_take_goes_to_the_edn_reader(tmp_path):
     """A string in the last op sends the file to the EDN reader (a vector of ops does not), with
     the same verdict."""
-    from toki.check.history import read
+    from toki.check.reading.history import read
 
     text = _edn("list-append", "snapshot-isolation", 4, txns=300)
     want = check(parse_text(text, "list-append", fmt="edn", scan=False), models=["serializable"])

@@ -1,8 +1,9 @@
-"""The checker's compiled loops against its numpy paths: runs of positions (toki.check.runs) give
-numpy's arrays, value and dtype; invocations are paired with completions the same way
-(toki.check._jitpairs); list-append's (txn, key) groups are scanned the same way
-(toki.check._jitappend); and a check that takes every compiled loop gives the same verdict, edges
-and cases as one that takes none."""
+"""The checker's compiled twins against their numpy forms, chosen by the one switch
+(toki.check.accel.MODE: "always" takes every compiled twin, "never" none): runs of positions
+(toki.check.accel.ranges) give numpy's arrays, value and dtype; invocations are paired with
+completions the same way (toki.check.reading.history); the joins' (txn, key) groups are ordered
+and scanned the same way (toki.check.joins); and a check that takes every compiled twin gives the
+same verdict, edges and cases as one that takes none."""
 
 from __future__ import annotations
 
@@ -11,26 +12,28 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from toki.check import check, history, jit, list_append, runs
+from toki.check import accel, check, joins
+from toki.check.accel import ranges as runs
 from toki.check.gen import generate, plant
-from toki.check.history import APPEND, R
+from toki.check.reading import history
+from toki.check.reading.history import APPEND, R
 
-pytestmark = pytest.mark.skipif(any(jit.kernels(k) is None for k in ("_jitruns", "_jitpairs", "_jitappend")),
+pytestmark = pytest.mark.skipif(any(accel.load(k) is None for k in ("ranges", "transactions", "joins")),
                                 reason="numba is not installed or cannot compile")
 
 
 @pytest.fixture
 def compiled(monkeypatch):
-    monkeypatch.setattr(runs, "JIT_MIN", 0)
+    monkeypatch.setattr(accel, "MODE", "always")
 
 
 def numpy_only(fn, *a):
-    old = runs.JIT_MIN, list_append.GROUPS_JIT_MIN
-    runs.JIT_MIN = list_append.GROUPS_JIT_MIN = 1 << 62
+    old = accel.MODE
+    accel.MODE = "never"
     try:
         return fn(*a)
     finally:
-        runs.JIT_MIN, list_append.GROUPS_JIT_MIN = old
+        accel.MODE = old
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.bool_])
@@ -52,9 +55,7 @@ def test_a_check_through_the_compiled_loops_is_the_same(monkeypatch, workload, d
     ops = list(generate(workload=workload, txns=600, keys=5, db=db, seed=4, concurrency=5))
     ops = list(plant(iter(ops), "g2-item", at=300, workload=workload))
     want = numpy_only(lambda: check(ops, workload=workload))
-    monkeypatch.setattr(runs, "JIT_MIN", 0)
-    monkeypatch.setattr(history, "_JIT_PAIRS", 0)
-    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 0)
+    monkeypatch.setattr(accel, "MODE", "always")
     assert check(ops, workload=workload) == want
 
 
@@ -69,10 +70,10 @@ def test_groups_are_scanned_as_by_numpy(monkeypatch, seed):
     m_f = rng.choice([R, APPEND], M).astype(np.int8)
     mop_rlen = np.where(m_f == R, rng.integers(-1, 9, M), -1).astype(np.int64)
     h = SimpleNamespace(m_txn=txn, m_key=key, m_f=m_f)  # what the group order and scan read
-    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 1 << 62)
-    want = list_append.Groups(h, mop_rlen)
-    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 0)
-    got = list_append.Groups(h, mop_rlen)
+    monkeypatch.setattr(accel, "MODE", "never")
+    want = joins.Groups(h, mop_rlen)
+    monkeypatch.setattr(accel, "MODE", "always")
+    got = joins.Groups(h, mop_rlen)
     for f in ("go", "newg", "gid", "gstart", "prevr", "prevmax", "fr", "lw"):
         a, b = getattr(want, f), getattr(got, f)
         assert a.dtype == b.dtype and np.array_equal(a, b), f
@@ -99,10 +100,10 @@ def test_invocations_are_paired_as_by_sorting(monkeypatch, seed):
     index = np.arange(2 * n) * 3
     tc = np.zeros(2 * n, np.int8)
     tc[cpos] = tcode
-    monkeypatch.setattr(history, "_JIT_PAIRS", 1 << 62)
-    want = history._transactions(index, tc, cpos, P, None)
-    monkeypatch.setattr(history, "_JIT_PAIRS", 0)
-    got = history._transactions(index, tc, cpos, P, None)
+    monkeypatch.setattr(accel, "MODE", "never")
+    want = history.transactions(index, tc, cpos, P)
+    monkeypatch.setattr(accel, "MODE", "always")
+    got = history.transactions(index, tc, cpos, P)
     assert want.keys() == got.keys()
     for k in want:
         if isinstance(want[k], np.ndarray):
@@ -119,10 +120,10 @@ def test_longest_reads_are_found_as_by_sorting(monkeypatch, seed):
     rk = rng.choice(rng.integers(-50, 400, int(rng.integers(1, 30))), n).astype(np.int64)
     rlen = rng.integers(0, 6, n).astype(np.int64)
     pr = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False)).astype(np.int64)
-    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 1 << 62)
-    want = list_append._longest_reads(rk, rlen, pr)
-    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 0)
-    got = list_append._longest_reads(rk, rlen, pr)
+    monkeypatch.setattr(accel, "MODE", "never")
+    want = joins.longest_reads(rk, rlen, pr)
+    monkeypatch.setattr(accel, "MODE", "always")
+    got = joins.longest_reads(rk, rlen, pr)
     assert got.dtype == want.dtype and np.array_equal(got, want)
 
 
@@ -135,10 +136,10 @@ def test_readers_of_each_version_are_found_as_by_sorting(monkeypatch, seed):
     rv = rng.choice(codes, n).astype(np.int64)
     rtx = rng.integers(0, 1000, n).astype(np.int64)
     want = rng.choice(np.r_[codes, [-99, 500]], int(rng.integers(0, 60))).astype(np.int64)
-    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 1 << 62)
-    want_rep, want_srcs = list_append.readers_of(rv, rtx, want)
-    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 0)
-    rep, srcs = list_append.readers_of(rv, rtx, want)
+    monkeypatch.setattr(accel, "MODE", "never")
+    want_rep, want_srcs = joins.readers_of(rv, rtx, want)
+    monkeypatch.setattr(accel, "MODE", "always")
+    rep, srcs = joins.readers_of(rv, rtx, want)
     for a, b in ((want_rep, rep), (want_srcs, srcs)):
         assert a.dtype == b.dtype and np.array_equal(a, b)
 
@@ -153,10 +154,10 @@ def test_groups_are_ordered_as_by_sorting(monkeypatch, seed):
     if seed % 5 == 0:
         txn = rng.permutation(txn)
     key = rng.integers(-5, 6, M).astype(np.int64)
-    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 1 << 62)
-    want = list_append.group_order(txn, key)
-    monkeypatch.setattr(list_append, "GROUPS_JIT_MIN", 0)
-    got = list_append.group_order(txn, key)
+    monkeypatch.setattr(accel, "MODE", "never")
+    want = joins.group_order(txn, key)
+    monkeypatch.setattr(accel, "MODE", "always")
+    got = joins.group_order(txn, key)
     for a, b in zip(want, got):
         assert a.dtype == b.dtype and np.array_equal(a, b)
 
@@ -172,7 +173,6 @@ def test_a_history_with_nothing_to_judge_is_not_valid_through_the_compiled_loops
     if workload == "rw-register":
         ops = [dict(o, value=[["w", 1, 1]]) for o in ops]
     want = numpy_only(lambda: check(ops, workload=workload))
-    for mod, attr in ((runs, "JIT_MIN"), (history, "_JIT_PAIRS"), (list_append, "GROUPS_JIT_MIN")):
-        monkeypatch.setattr(mod, attr, 0)
+    monkeypatch.setattr(accel, "MODE", "always")
     got = check(ops, workload=workload)
     assert got == want and got["valid"] is not True

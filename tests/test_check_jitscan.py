@@ -1,4 +1,4 @@
-"""The compiled scanner (toki.check.jitscan) against the vectorised one (toki.check.jsonscan): the
+"""The compiled scanner (toki.check.accel.compiled.json_scan) against the vectorised one (toki.check.reading.json_scan): the
 same columns, dtype for dtype, wherever the compiled one takes a slice, and every slice it does
 not take handed back, never accepted or refused on its own."""
 
@@ -14,14 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toki.check import jitscan, jsonscan
+from toki.check import accel
+from toki.check.reading import json_scan as jsonscan
 from toki.check.gen import generate, write_edn, write_json
 
-pytestmark = pytest.mark.skipif(not jitscan.available(), reason="numba is not installed or cannot compile here")
+pytestmark = pytest.mark.skipif(accel.load("json_scan") is None, reason="numba is not installed or cannot compile here")
 
 
 def scan(text: bytes, jit: bool, monkeypatch, **kw):
-    monkeypatch.setattr(jitscan, "MIN_BYTES", 0 if jit else 1 << 62)
+    monkeypatch.setattr(accel, "MODE", "always" if jit else "never")
     return jsonscan.scan(text, **kw)
 
 
@@ -78,8 +79,9 @@ def test_the_kernel_compiles_and_takes_the_common_shape(edn, monkeypatch):
     ops = ops_of(1)
     text = _written_edn(ops) if edn else layouts(ops)["compact"]
     calls = []
-    real = jitscan.chunk
-    monkeypatch.setattr(jitscan, "chunk", lambda *a: calls.append(r := real(*a)) or r)
+    kernel = accel.load("json_scan")
+    real = kernel.scan_slice
+    monkeypatch.setattr(kernel, "scan_slice", lambda *a: calls.append(r := real(*a)) or r)
     sc = scan(text, True, monkeypatch, threads=1, chunk_bytes=4096, edn=edn)
     assert sc is not None and len(calls) > 3 and all(isinstance(r, tuple) for r in calls)  # no slice handed back
 
@@ -184,7 +186,7 @@ def test_a_history_that_tells_nothing_is_not_valid_through_the_compiled_scanner(
     path.write_bytes(text)
     verdicts = []
     for jit_on in (True, False):
-        monkeypatch.setattr(jitscan, "MIN_BYTES", 0 if jit_on else 1 << 62)
+        monkeypatch.setattr(accel, "MODE", "always" if jit_on else "never")
         r = check(str(path), workload="list-append")
         verdicts.append((r["valid"], r["anomaly_types"]))
     assert verdicts[0] == verdicts[1]

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests._cli import toki
-from toki.check import check, jit, memory
+from toki.check import accel, check, memory
+from toki.check.reading import memory as memory_reading
 from toki.check.memory_gen import PLANTS, plant, simulate
 
 D = Path(__file__).parent / "data" / "memory"
@@ -201,7 +202,7 @@ def test_simulated_histories_valid_and_planted():
     assert racy["valid"] is False and {"lost-update", "double-supersede"} <= set(racy["anomaly_types"])
 
 
-@pytest.mark.skipif(jit.kernels("_jitmemory") is None, reason="numba is not installed or cannot compile here")
+@pytest.mark.skipif(accel.load("memory_scan") is None, reason="numba is not installed or cannot compile here")
 def test_the_compiled_scanner_reads_what_the_python_builder_reads():
     texts = [(D / n).read_bytes() for n in sorted(p.name for p in D.glob("*.jsonl"))]
     ops = plant(simulate(800, seed=3), list(PLANTS))
@@ -212,7 +213,7 @@ def test_the_compiled_scanner_reads_what_the_python_builder_reads():
     texts.append('[{"type": "ok", "process": 0, "value": [["add", "s", "caf\\u00e9"], ["add", "s", "café"]]}]'.encode())
     for text in texts:
         for split in (False, True) if len(text) > 100_000 else (False,):  # (a forked child reads half)
-            got = memory._parse_compiled(text, split)
+            got = memory_reading._parse_compiled(text, split)
             assert got is not None, text[:200]
             a = got[0]
             b = memory.parse(memory.loads(text))
@@ -224,15 +225,15 @@ def test_the_compiled_scanner_reads_what_the_python_builder_reads():
            b'[{:type :header, :multi-valued [:tags]}, {:type :ok, :process 0, :f :txn, :value '
            b'[[:add :tags :a] [:add "tags" "b"] [:current :tags [:a, "b"]] [:decide 7 [:a] nil]]}]']
     for text in edn:
-        a = memory.parse_edn(text, compiled=True, split=False)
+        a = memory_reading.parse_edn(text, compiled=True, split=False)
         b = memory.parse(memory.loads(text, fmt="edn"))
         assert [a.op(t) for t in range(a.n_txns)] == [b.op(t) for t in range(b.n_txns)] and a.header == b.header
-    assert memory._parse_compiled(b'{:type :ok, :process 0, :time #inst "2020-01-01", :value []}', False, edn=True) \
+    assert memory_reading._parse_compiled(b'{:type :ok, :process 0, :time #inst "2020-01-01", :value []}', False, edn=True) \
         is None  # a tag: left to the EDN reader
     # what it does not read goes to the Python builder: a float, a nested map in a micro-op
     for text in (b'{"type": "ok", "process": 0, "index": 1.5, "value": []}\n',
                  b'{"type": "ok", "process": 0, "value": [["add", {"k": 1}, "c"]]}\n'):
-        assert memory._parse_compiled(text, False) is None
+        assert memory_reading._parse_compiled(text, False) is None
 
 
 def test_mutated_histories_get_a_verdict_or_one_line_never_a_traceback(tmp_path):
@@ -271,8 +272,8 @@ def test_mutated_histories_get_a_verdict_or_one_line_never_a_traceback(tmp_path)
         rc, out, err = toki("check", str(f), "--workload", "memory")
         seen.add(rc)
         assert rc in (0, 1) or (rc == 2 and err.count("\n") == 1), (rc, err, text)
-        if jit.kernels("_jitmemory") is not None and rc != 2:
-            a = memory.parse_json(text.encode(), compiled=True, split=False)
+        if accel.load("memory_scan") is not None and rc != 2:
+            a = memory_reading.parse_json(text.encode(), compiled=True, split=False)
             b = memory.parse(memory.loads(text.encode()))
             assert [a.op(t) for t in range(a.n_txns)] == [b.op(t) for t in range(b.n_txns)], text
     assert seen == {0, 1, 2}

@@ -11,7 +11,10 @@ import json
 import numpy as np
 import pytest
 
-from toki.check import check, history, jsonscan, partition
+from toki.check import check
+from toki.check.accel import key_slices as partition
+from toki.check.reading import history
+from toki.check.reading import json_scan as jsonscan
 from toki.check.gen import generate, plant, write_json
 from toki.cli import main
 from toki.errors import ConfigError, HistoryError
@@ -107,8 +110,9 @@ def test_a_huge_file_outside_the_slice_reader_is_refused_with_the_reason(tmp_pat
 def test_slices_computed_in_a_forked_child_merge_to_what_one_process_finds(workload):
     """Every other slice in a child, the rest here: the same edges, in the same order, and the same
     cases as all slices in this process."""
-    from toki.check import forked, list_append, rw_register
-    from toki.check.history import parse
+    from toki.check import list_append, rw_register
+    from toki.check.accel import children as forked
+    from toki.check.reading.history import parse
 
     if not forked.available():
         pytest.skip("no fork here (another thread runs, or not POSIX)")
@@ -124,7 +128,7 @@ def test_slices_computed_in_a_forked_child_merge_to_what_one_process_finds(workl
 
 
 def test_pair_codes_rank_sparse_keys_and_decode_back():
-    from toki.check.list_append import Codes
+    from toki.check.joins import Codes
 
     rng = np.random.default_rng(7)
     for stride in (1, 8, 1000):

@@ -1,4 +1,4 @@
-"""The fast loader (toki.check.jsonscan, numpy over the bytes) against the general one (op maps).
+"""The fast loader (toki.check.reading.json_scan, numpy over the bytes) against the general one (op maps).
 
 Both must build the same History, hence the same verdict and the same evidence, on generated
 histories of both workloads; every input the scanner does not take (or takes wrongly) must go to
@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toki.check import check, jsonscan
+from toki.check import check
+from toki.check.reading import json_scan as jsonscan
 from toki.check.gen import generate, write_json
-from toki.check.history import History, parse_text, read
+from toki.check.reading.history import History, parse_text, read
 from toki.errors import HistoryError
 
 CASES = [(w, db, seed) for w in ("list-append", "rw-register")
@@ -79,7 +80,8 @@ _FORKED = """
 import os, sys
 sys.path.insert(0, os.getcwd())
 from tests.test_check_scan import as_json, assert_same_columns, ops_of
-from toki.check import forked, jsonscan
+from toki.check.accel import children as forked
+from toki.check.reading import json_scan as jsonscan
 
 assert forked.available(), "the child process runs one thread"
 text = as_json(ops_of("list-append", "snapshot-isolation", 5, txns=300))

@@ -51,12 +51,13 @@ def test_process_codes_are_np_unique_whatever_the_processes(monkeypatch, shape, 
     ``sort_sparse=False``, values mostly far apart are declined."""
     import numpy as np
 
-    from toki.check import history, jit
+    from toki.check import accel
+    from toki.check.reading import history
 
     if compiled:
-        if jit.kernels("_jitpairs") is None:
+        if accel.load("transactions") is None:
             pytest.skip("numba is not installed or cannot compile")
-        monkeypatch.setattr(history, "_JIT_PAIRS", 0)
+        monkeypatch.setattr(accel, "MODE", "always")
     near = history._NEAR
     rng = np.random.default_rng(len(shape))
     for _ in range(60):

@@ -1,5 +1,6 @@
 """``toki.check``: an Elle-compatible checker for transactional histories, and nothing else.
-Layer 7: imports only ``toki.errors`` (a history checker needs no database); used by the
+Layer 7: imports only ``toki.errors`` (a history checker needs no database; and ``toki.moved``, for
+the old import paths of its moved modules); used by the
 command line (``toki check``) and by anyone checking a Jepsen history from Python.
 
 Public API::
@@ -21,7 +22,14 @@ checked here.
 """
 
 from toki.check import core
-from toki.check.history import History, load, parse
+from toki.check.reading.history import History, load, parse
+from toki.moved import alias_moved
+
+# Modules that moved into reading/ and accel/ (issue 38); kept importable under the old path.
+MOVED = {"history": "toki.check.reading.history", "jsonscan": "toki.check.reading.json_scan",
+         "runs": "toki.check.accel.ranges", "forked": "toki.check.accel.children",
+         "partition": "toki.check.accel.key_slices", "tuning": "toki.check.accel.allocator"}
+alias_moved(__name__, MOVED)
 
 
 def check(history, workload: str = "list-append", models=None, anomalies=None, **kw) -> dict:

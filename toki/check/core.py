@@ -23,7 +23,7 @@ import numpy as np
 
 from toki.check import graph as G
 from toki.check import models as cm
-from toki.check.history import FAIL, OK, History, parse, read
+from toki.check.reading.history import FAIL, OK, History, parse, read
 
 DEFAULT_MODELS = ("strict-serializable",)
 #: seconds of cycle search per strongly connected component before giving up ("unknown")
@@ -80,7 +80,7 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
     reportable = prohibited | cm.UNKNOWN_ANOMALIES
     ord_bits = _ord_bits(reportable)
 
-    from toki.check import partition
+    from toki.check.accel import key_slices
     order_sets: list[G.EdgeSet] = []
 
     def order_edges() -> None:  # not per key: computed here while a forked child infers its keys
@@ -95,10 +95,10 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
         order_edges()
     elif workload == "list-append":
         from toki.check import list_append
-        res = partition.analyse(h, list_append.analyse, meanwhile=order_edges)
+        res = key_slices.analyse(h, list_append.analyse, meanwhile=order_edges)
     else:
         from toki.check import rw_register
-        res = partition.analyse(h, rw_register.analyse, wfr_keys=wfr_keys, sequential_keys=sequential_keys,
+        res = key_slices.analyse(h, rw_register.analyse, wfr_keys=wfr_keys, sequential_keys=sequential_keys,
                                 linearizable_keys=linearizable_keys, meanwhile=order_edges)
     found: dict[str, list] = dict(res["anomalies"])
     edge_sets: list[G.EdgeSet] = list(res["edges"]) + order_sets

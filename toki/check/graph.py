@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from toki.check import models as cm
-from toki.check.runs import gather
+from toki.check.accel.ranges import gather
 
 WW, WR, RW, PROCESS, REALTIME = 1, 2, 4, 8, 16
 REL_NAMES = {WW: "ww", WR: "wr", RW: "rw", PROCESS: "process", REALTIME: "realtime"}
@@ -63,7 +63,7 @@ class EdgeSet:
                 self.at = np.flatnonzero(keep) if self.at is None else self.at[keep]
         # kept until the end of a check, for explanations: in the narrowest types that hold them
         # (10^7 transactions have about 4.5 * 10^7 edges; transaction numbers fit in 32 bits)
-        from toki.check.jsonscan import compact
+        from toki.check.reading.json_scan import compact
 
         self.src, self.dst = _int32(self.src), _int32(self.dst)
         if self.at is not None:

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from toki.check.graph import NONE, RW, WR, EdgeSet
-from toki.check.history import FAIL, OK, W, History, loads, parse, read_bytes
+from toki.check.reading.history import FAIL, OK, W, History, loads, parse, read_bytes
 from toki.errors import HistoryError
 
 RP = "rp"

@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from toki.check.graph import NONE, RW, WR, WW, EdgeSet, realtime_edges, scc_labels
-from toki.check.history import FAIL, INFO, OK, History, R, W
-from toki.check.list_append import Codes, group_order, readers_of
+from toki.check.reading.history import FAIL, INFO, OK, History, R, W
+from toki.check.joins import Codes, group_order, readers_of
 from toki.errors import HistoryError
 
 NIL = -1

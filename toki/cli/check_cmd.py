@@ -65,7 +65,7 @@ def register(sub) -> None:
 def run(args, out) -> int:
     from toki.check import check, lattice
     from toki.check.core import CYCLE_SEARCH_TIMEOUT
-    from toki.check.tuning import fast_malloc
+    from toki.check.accel.allocator import fast_malloc
     from toki.errors import ConfigError
 
     if args.lattice:
@@ -86,7 +86,7 @@ def run(args, out) -> int:
     results = {}
     bar = progress()  # on stderr, only when it is a terminal (a large history takes minutes)
     # redrawn at each phase, not by rich's refresh thread: with another thread running, the
-    # scanner could not fork its helper (toki.check.forked) and would scan in threads, slower
+    # scanner could not fork its helper (toki.check.accel.children) and would scan in threads, slower
     bar.live.auto_refresh = False
     with bar:
         for f in args.file:
@@ -119,7 +119,7 @@ def run(args, out) -> int:
 
 
 def _malloc_threshold(files) -> int:
-    """Freed memory glibc may keep for reuse (toki.check.tuning): 1 GiB, which spares page
+    """Freed memory glibc may keep for reuse (toki.check.accel.allocator): 1 GiB, which spares page
     faults at 10^6 transactions, but a quarter of that for histories over a GiB, where the
     columns are the memory and holding a GiB of freed arrays on top would push the peak up."""
     import os

@@ -38,7 +38,7 @@ def _no_what(args, out) -> int:
 
 def run(args, out) -> int:
     from toki.check.gen import generate, write_edn, write_json
-    from toki.check.history import no_gc
+    from toki.check.reading.history import no_gc
 
     ops = generate(workload=args.workload, txns=args.txns, keys=args.keys, db=args.db, seed=args.seed,
                    concurrency=args.concurrency, min_txn_length=args.min_txn_length,

@@ -1,6 +1,6 @@
 """Run a function in a forked child process and take its result back through a pipe.
 
-Why: the scanner (:mod:`toki.check.jsonscan`) is numpy calls on slices of a few hundred KB, and
+Why: the scanner (:mod:`toki.check.reading.json_scan`) is numpy calls on slices of a few hundred KB, and
 part of each call runs under the GIL. A forked child scans its piece with a GIL of its own and
 sends its columns back: numpy arrays travel as raw buffers (pickle protocol 5, out of band), so
 the transfer is one copy through the pipe, not a serialisation of every element. Measured on the

@@ -1,4 +1,4 @@
-"""Inference over key partitions of a large history, so that its temporaries fit in memory.
+"""Inference over slices of keys of a large history, so that its temporaries fit in memory.
 
 Everything list-append and rw-register infer is per key: a key's version order, the ww, wr and
 rw edges it justifies, and every non-cycle anomaly (internal, G1a, G1b, lost-update, ...) is
@@ -17,11 +17,12 @@ import os
 
 import numpy as np
 
-from toki.check import forked
+from toki.check import accel
+from toki.check.accel import children
+from toki.check.accel.allocator import trim
+from toki.check.accel.ranges import gather
 from toki.check.graph import EdgeSet
-from toki.check.history import R, History
-from toki.check.runs import gather
-from toki.check.tuning import trim
+from toki.check.reading.history import R, History
 
 #: micro-ops per slice: above this a history is inferred in slices of keys
 SLICE_MOPS = 4_000_000
@@ -45,7 +46,7 @@ def analyse(h: History, analyse_fn, *, slice_mops: int | None = None, fork: bool
     M = len(h.m_txn)
     slice_mops = SLICE_MOPS if slice_mops is None else slice_mops  # read now: tests lower it
     parts = -(-M // slice_mops) if slice_mops > 0 else 1
-    can_fork = fork is not False and forked.available()
+    can_fork = fork is not False and children.available()
     if parts == 1 and can_fork and M >= FORK_MOPS:
         parts = 2
     if parts <= 1:
@@ -79,24 +80,22 @@ def _shared(h: History, bucket: np.ndarray, parts: int, analyse_fn, kw: dict, me
     pipe holding every slice's number (a read of two bytes is atomic), so that whoever is done
     first takes more, and this process's ``meanwhile()`` work is balanced too (with every other
     slice each, the process running ``meanwhile`` finished 5-6 s after the child at 10^7)."""
-    from toki.check import jit
-
-    for name in ("_jitruns", "_jitappend"):  # compiled (or loaded) once, here, before the child is forked
-        jit.kernels(name)
+    for kernel in ("ranges", "joins"):  # compiled (or loaded) once, here, before the child is forked
+        accel.load(kernel)
     r, w = os.pipe()
     kid = None
     try:
         os.write(w, b"".join(p.to_bytes(2, "little") for p in range(parts)))  # parts < 2^15: 64 KB pipe
         os.close(w)
         w = None
-        kid = forked.Forked(_claimed, h, bucket, r, analyse_fn, kw)
+        kid = children.Forked(_claimed, h, bucket, r, analyse_fn, kw)
         if meanwhile is not None:
             meanwhile()
         results = _claimed(h, bucket, r, analyse_fn, kw)
         try:
             results += kid.result()
             h.helper_max_rss_kb = max(h.helper_max_rss_kb, kid.max_rss_kb or 0)
-        except forked.ChildLost:  # redo what it claimed
+        except children.ChildLost:  # redo what it claimed
             done = {p for p, _ in results}
             results += _slices(h, bucket, [p for p in range(parts) if p not in done], analyse_fn, kw)
         kid = None

@@ -25,15 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from toki.check.runs import gather, ranges
+from toki.check import accel
+from toki.check.accel.ranges import gather, ranges
+from toki.check.codes import APPEND, F_CODES, F_NAMES, FAIL, INFO, INVOKE, OK, R, TYPE_CODES, TYPE_NAMES, W
 from toki.errors import HistoryError
 
-OK, INFO, FAIL, INVOKE = 0, 1, 2, 3
-TYPE_CODES = {"ok": OK, "info": INFO, "fail": FAIL, "invoke": INVOKE}
-TYPE_NAMES = {OK: "ok", INFO: "info", FAIL: "fail", INVOKE: "invoke"}
-R, APPEND, W = 0, 1, 2
-F_CODES = {"r": R, "append": APPEND, "w": W}
-F_NAMES = {R: "r", APPEND: "append", W: "w"}
 WORKLOADS = ("list-append", "rw-register")
 _ALLOWED = {"list-append": (R, APPEND), "rw-register": (R, W)}
 
@@ -68,7 +64,7 @@ class History:
     values: list | None
     r_off: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     r_elem: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    #: which parser built it: "scan" (toki.check.jsonscan) or "general" (op maps)
+    #: which parser built it: "scan" (toki.check.reading.json_scan) or "general" (op maps)
     parser: str = "general"
     #: peak resident set (KB) of the largest forked scanner that helped read it (0: none)
     helper_max_rss_kb: int = 0
@@ -161,14 +157,14 @@ def read(path: str | Path, workload: str, *, scan: bool = True, fmt: str | None 
     _check_workload(workload)
     fmt = fmt or _fmt_of(p)
     if scan:
-        from toki.check import jsonscan
+        from toki.check.reading import json_scan
 
         try:
             with open(p, "rb") as f:
                 head = f.read(64).lstrip()
             edn = fmt == "edn" or (fmt is None and looks_edn(head))
             why: list = []
-            sc = jsonscan.scan_file(p, edn=edn, why=why)
+            sc = json_scan.scan_file(p, edn=edn, why=why)
             size = p.stat().st_size
         except OSError as e:
             raise HistoryError(f"cannot read history file {str(p)!r}: {e.strerror}", fix="check the path") from None
@@ -210,7 +206,7 @@ def _from_scan(sc, workload: str, edn: bool) -> History | None:
     if sc is None:
         return None
     h = parse_scanned(sc, workload)
-    from toki.check.tuning import trim
+    from toki.check.accel.allocator import trim
 
     trim()  # the scanner's columns, freed: not kept resident under what inference allocates
     if h is not None:
@@ -224,7 +220,7 @@ def parse_text(text: str | bytes, workload: str, *, fmt: str | None = None, name
     """Parse history text into columns.
 
     JSON of the common shape, and EDN as Jepsen writes it (keywords, no strings), go through the
-    vectorised scanner (:mod:`toki.check.jsonscan`), which makes no Python object per op; anything
+    vectorised scanner (:mod:`toki.check.reading.json_scan`), which makes no Python object per op; anything
     it does not accept (string keys, floats, nested maps, EDN strings, comments or tags, a
     malformed op, ...) goes through the general path (op maps, then
     :func:`parse`), which accepts it or names the bad op. Both give the same History; its
@@ -232,11 +228,11 @@ def parse_text(text: str | bytes, workload: str, *, fmt: str | None = None, name
     """
     _check_workload(workload)
     if scan and isinstance(text, bytes):
-        from toki.check import jsonscan
+        from toki.check.reading import json_scan
 
         head = text[:1 << 16].lstrip()[:64]  # not text.lstrip(): that copies the whole text
         edn = fmt == "edn" or (fmt is None and looks_edn(head))
-        h = _from_scan(jsonscan.scan(text, edn=edn), workload, edn) if head[:1] in (b"[", b"{") else None
+        h = _from_scan(json_scan.scan(text, edn=edn), workload, edn) if head[:1] in (b"[", b"{") else None
         if h is not None:
             return h
     ops = loads(text, fmt=fmt, name=name)
@@ -264,9 +260,9 @@ def _loads(text: str | bytes, fmt: str | None, name: str) -> list[dict]:
     if fmt == "json":
         try:
             if head[:1] == "[":
-                data = _json_loads(s)
+                data = json_loads(s)
             else:
-                data = [_json_loads(line) for line in s.splitlines() if line.strip()]
+                data = [json_loads(line) for line in s.splitlines() if line.strip()]
         except ValueError as e:
             raise HistoryError(f"{name} is not valid JSON: {e}",
                                fix="give a JSON array of op maps, one JSON op per line, or an .edn file") from None
@@ -281,10 +277,10 @@ def _loads(text: str | bytes, fmt: str | None, name: str) -> list[dict]:
 try:  # optional, faster
     import orjson as _orjson
 
-    def _json_loads(s: str):
+    def json_loads(s: str):
         return _orjson.loads(s)
 except ImportError:  # pragma: no cover - depends on the environment
-    _json_loads = json.loads
+    json_loads = json.loads
 
 
 def _edn_loads(s: str, name: str) -> list:
@@ -448,7 +444,7 @@ def _parse_fast(ops: list[dict], workload: str) -> History:
     cpos = np.flatnonzero(client)
     tcode = np.fromiter(map(TYPE_CODES.__getitem__, types), np.int8, count=n)
     P = np.array(procs, np.int64) if ptypes == {int} else np.array([procs[i] for i in cpos], np.int64)
-    tx = _transactions(index, tcode, cpos, P, procs.__getitem__)
+    tx = transactions(index, tcode, cpos, P)
     tpos, ttype = tx["tpos"], tx["ttype"]
     tops = [ops[i] for i in tpos.tolist()]
     t_time = [o.get("time") for o in tops]
@@ -528,26 +524,8 @@ def _parse_fast(ops: list[dict], workload: str) -> History:
 
 
 # ---------------------------------------------------------------------------- shared by both paths
-# The general path (op maps) and the scanner's (toki.check.jsonscan columns) meet here, so that
+# The general path (op maps) and the scanner's (toki.check.reading.json_scan columns) meet here, so that
 # pairing invocations with completions and laying out micro-ops cannot differ between them.
-
-def _stable_order(P: np.ndarray) -> np.ndarray:
-    """argsort(P, kind="stable"), as a radix sort when P spans fewer than 2^16 values."""
-    if len(P) and int(P.max()) - int(P.min()) < 1 << 16:
-        return np.argsort((P - P.min()).astype(np.uint16), kind="stable")
-    return np.argsort(P, kind="stable")
-
-
-#: from this many client ops, invocations are paired with completions in one compiled pass
-#: (toki.check._jitpairs) instead of a sort by process (2.5 s at 2 * 10^7 ops, 0.5 s compiled)
-_JIT_PAIRS = 1 << 22
-
-
-def _jit_pairs():
-    from toki.check import jit
-
-    return jit.kernels("_jitpairs")
-
 
 def _dense_codes(values: np.ndarray, sort_sparse: bool = True) -> tuple[np.ndarray, np.ndarray] | None:
     """np.unique(values, return_inverse=True), by counting the values within 2^20 of the
@@ -560,63 +538,65 @@ def _dense_codes(values: np.ndarray, sort_sparse: bool = True) -> tuple[np.ndarr
     lo = values.min()
     if int(values.max()) - int(lo) >= 1 << 62:  # value - lo would overflow int64
         return np.unique(values, return_inverse=True) if sort_sparse else None
-    k = _jit_pairs() if len(values) >= _JIT_PAIRS else None
-    if k is not None:
-        codes, seen, n_far = k.near_codes(values, lo, _NEAR)
-        if n_far > len(values) // 8:
-            return np.unique(values, return_inverse=True) if sort_sparse else None
-        nearest = np.flatnonzero(seen) + lo
-        if n_far:
-            fi = np.flatnonzero(codes < 0)
-            far = values[fi]
-            far_uniq = np.unique(far)
-            codes[fi] = len(nearest) + np.searchsorted(far_uniq, far)
-            nearest = np.concatenate([nearest, far_uniq])
-        return nearest, codes
-    off = values - lo
-    np.minimum(off, _NEAR, out=off)  # every far value in one bucket, sorted out after
-    counts = np.bincount(off, minlength=_NEAR + 1)
-    n_far = int(counts[_NEAR])
+    codes, seen, n_far = accel.twin("transactions", _near_codes, len(values))(values, lo, _NEAR)
     if n_far > len(values) // 8:
         return np.unique(values, return_inverse=True) if sort_sparse else None
-    seen = counts[:_NEAR] > 0
-    del counts
-    nearest = np.flatnonzero(seen)
-    table = np.cumsum(seen)
-    table -= 1
-    codes = np.append(table, 0)[off]
+    nearest = np.flatnonzero(seen) + lo
     if not n_far:
-        return nearest + lo, codes
-    fi = np.flatnonzero(off == _NEAR)
+        return nearest, codes
+    fi = np.flatnonzero(codes < 0)
     far = values[fi]
     far_uniq = np.unique(far)  # all above every near value: the two together stay sorted
     codes[fi] = len(nearest) + np.searchsorted(far_uniq, far)
-    return np.concatenate([nearest + lo, far_uniq]), codes
+    return np.concatenate([nearest, far_uniq]), codes
 
 
 _NEAR = 1 << 20
 
 
-def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.ndarray, proc_of) -> dict:
+def _near_codes(values: np.ndarray, lo, near: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Dense codes of the values within ``near`` of ``lo`` (the others -1), whether each value
+    lo + j is present, and how many values lie beyond: a count and a table."""
+    off = values - lo
+    np.minimum(off, near, out=off)  # every far value in one bucket
+    counts = np.bincount(off, minlength=near + 1)
+    n_far = int(counts[near])
+    seen = counts[:near] > 0
+    del counts
+    table = np.cumsum(seen)
+    table -= 1
+    return np.append(table, -1)[off], seen, n_far
+
+
+def transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.ndarray) -> dict:
     """Pair each client completion with its process's preceding invocation.
 
     ``index``/``tcode`` cover every op; ``cpos`` are the positions of client ops and ``P`` their
     processes. Transactions are completions plus invocations that never complete (as info), in
-    history order. ``proc_of(i)`` names op i's process in error messages."""
+    history order: a dict of ``tpos`` (op positions), ``ttype``, ``t_index``, ``t_invoke`` (the
+    invocation's index, -1: none), ``pcodes`` (codes into ``processes``) and ``pgroup`` (None, or
+    the overlap groups of :func:`_transactions_overlapping`)."""
     Ty = tcode[cpos]
-    k = _jit_pairs() if len(cpos) >= _JIT_PAIRS else None
-    if k is not None:
-        uniq, pc = _dense_codes(P)
-        is_tx, inv, ok = k.pair(pc, Ty, len(uniq))
-        if not ok:
-            return _transactions_overlapping(index, tcode, cpos, P)
-        # every process of a client op has a transaction (a completion, or an invocation left
-        # outstanding): the transactions' process codes are the client ops' own
-        tpos, ttype, t_index, t_invoke, pcodes = k.collect(is_tx, inv, cpos, index, Ty, pc)
-        return {"tpos": tpos, "ttype": ttype, "t_index": t_index, "t_invoke": t_invoke, "pcodes": pcodes,
-                "processes": [int(x) for x in uniq], "pgroup": None}
-    order = _stable_order(P)  # by process, then position (cpos is increasing)
-    sp, st, spos = P[order], Ty[order], cpos[order]
+    uniq, pc = _dense_codes(P)
+    n = len(cpos)
+    is_tx, inv, ok = accel.twin("transactions", _pair, n)(pc, Ty, len(uniq))
+    if not ok:
+        return _transactions_overlapping(index, tcode, cpos, P)
+    # every process of a client op has a transaction (a completion, or an invocation left
+    # outstanding): the transactions' process codes are the client ops' own
+    tpos, ttype, t_index, t_invoke, pcodes = accel.twin("transactions", _collect, n)(is_tx, inv, cpos, index, Ty, pc)
+    return {"tpos": tpos, "ttype": ttype, "t_index": t_index, "t_invoke": t_invoke, "pcodes": pcodes,
+            "processes": [int(x) for x in uniq], "pgroup": None}
+
+
+def _pair(pcode: np.ndarray, ty: np.ndarray, nproc: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Client ops in history order (``pcode``: dense process codes, ``ty``: op types): whether each
+    op is a transaction (a completion, or an invocation that never completes) and the client-op
+    position of its invocation (-1: none; a dangling invocation is its own). ok is False when a
+    process invokes while it has an invocation outstanding: several outstanding operations are
+    paired by :func:`_transactions_overlapping`."""
+    order = _stable_order(pcode)  # by process, then position
+    sp, st = pcode[order], ty[order]
     same_prev = np.zeros(len(sp), bool)
     same_prev[1:] = sp[1:] == sp[:-1]
     is_inv = st == INVOKE
@@ -626,7 +606,7 @@ def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.
     # operations (Elle's own tests have such histories; Elle checks them). Rare: paired in Python.
     dbl = is_inv[:-1] & is_inv[1:] & same_prev[1:]
     if dbl.any():
-        return _transactions_overlapping(index, tcode, cpos, P)
+        return np.zeros(0, bool), np.zeros(0, np.int64), False
     comp = ~is_inv
     paired = comp & same_prev & prev_inv
     next_same = np.zeros(len(sp), bool)
@@ -634,30 +614,34 @@ def _transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.
     dangling = is_inv & ~(next_same & np.r_[~is_inv[1:], False])
     # back to history order by scattering through the permutation (linear), not by sorting the
     # transactions' positions again (10^7 of them: a second sort of a second)
-    inv_of = np.where(dangling, spos, -1)
-    inv_of[1:][paired[1:]] = spos[:-1][paired[1:]]
+    inv_of = np.where(dangling, order, -1)
+    inv_of[1:][paired[1:]] = order[:-1][paired[1:]]
     is_tx = np.empty(len(sp), bool)
     is_tx[order] = comp | dangling
-    t_inv = np.empty(len(sp), np.int64)
-    t_inv[order] = inv_of
-    del inv_of, same_prev, prev_inv, next_same, sp, st, spos
-    return _paired(index, cpos, P, Ty, is_tx, t_inv)
+    inv = np.empty(len(sp), np.int64)
+    inv[order] = inv_of
+    return is_tx, inv, True
 
 
-def _paired(index, cpos, P, Ty, is_tx, inv) -> dict:
-    """The transactions (client ops ``is_tx``, their invocations' op positions ``inv``, -1 for
-    none) as :func:`_transactions` returns them (as ``_jitpairs.collect`` does, compiled)."""
+def _collect(is_tx, inv, cpos, index, ty, pc) -> tuple:
+    """The transactions :func:`_pair` marked: op positions, types (an invocation never completed
+    is info), op indices, indices of their invocations (-1: none) and process codes."""
     tpos, tinv = cpos[is_tx], inv[is_tx]
-    tt = Ty[is_tx]
+    tt = ty[is_tx]
     ttype = np.where(tt == INVOKE, INFO, tt).astype(np.int8)  # an invocation as a transaction never completed
-    uniq, pcodes = _dense_codes(P[is_tx])
-    return {"tpos": tpos, "ttype": ttype, "t_index": index[tpos],
-            "t_invoke": np.where(tinv >= 0, index[np.maximum(tinv, 0)], -1),
-            "pcodes": pcodes.astype(np.int64), "processes": [int(x) for x in uniq], "pgroup": None}
+    t_invoke = np.where(tinv >= 0, index[cpos[np.maximum(tinv, 0)]], -1)
+    return tpos, ttype, index[tpos], t_invoke, pc[is_tx].astype(np.int64)
+
+
+def _stable_order(P: np.ndarray) -> np.ndarray:
+    """argsort(P, kind="stable"), as a radix sort when P spans fewer than 2^16 values."""
+    if len(P) and int(P.max()) - int(P.min()) < 1 << 16:
+        return np.argsort((P - P.min()).astype(np.uint16), kind="stable")
+    return np.argsort(P, kind="stable")
 
 
 def _transactions_overlapping(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.ndarray) -> dict:
-    """:func:`_transactions` for histories where a process has several outstanding invocations.
+    """:func:`transactions` for histories where a process has several outstanding invocations.
 
     Elle never pairs these for its data-dependency checks (it reads completions only), and
     jepsen.history refuses to pair them (double-invoke) when an order graph needs it. toki
@@ -730,8 +714,8 @@ def _list_append_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, rnil, rl
 
 def _int_column(a) -> np.ndarray:
     """List elements in the narrowest integer type that holds them (comparisons and gathers
-    need no more; :func:`toki.check.jsonscan.compact`), whichever path read them."""
-    from toki.check.jsonscan import compact
+    need no more; :func:`toki.check.reading.json_scan.compact`), whichever path read them."""
+    from toki.check.reading.json_scan import compact
 
     return compact(np.asarray(a) if isinstance(a, np.ndarray) and a.dtype.kind == "i" else np.asarray(a, np.int64))
 
@@ -789,15 +773,15 @@ def _dense_keys(m_key: np.ndarray) -> tuple[np.ndarray, list | None]:
 
 
 def parse_scanned(sc, workload: str) -> History | None:
-    """A History from :func:`toki.check.jsonscan.scan` columns, or None where the general parser
+    """A History from :func:`toki.check.reading.json_scan.scan` columns, or None where the general parser
     must decide (it then accepts the same history, or names the bad op)."""
     n = sc.n_ops
-    # the scanner's columns come narrowed (jsonscan.compact); the History's are int64, the list
+    # the scanner's columns come narrowed (json_scan.compact); the History's are int64, the list
     # elements aside, since inference computes with them (copy=False: a column already int64,
     # keys at 2^40 say, is not copied again)
     index = sc.index.astype(np.int64, copy=False) if sc.has_index else np.arange(n, dtype=np.int64)
     cpos = np.flatnonzero(sc.client)
-    tx = _transactions(index, sc.type, cpos, sc.process[cpos].astype(np.int64, copy=False), lambda i: int(sc.process[i]))
+    tx = transactions(index, sc.type, cpos, sc.process[cpos].astype(np.int64, copy=False))
     del index
     sc.index = sc.client = sc.process = None  # freed as soon as they are used
     tpos, ttype = tx["tpos"], tx["ttype"]

@@ -6,7 +6,7 @@ one slice at a time, and returns columns (per op, per micro-op, and the elements
 list-append reads) without making a Python object per op.
 
 It accepts a strict subset of JSON and answers ``None`` (``Unsupported`` inside) for anything
-else, so that the general parser (orjson plus the checks of :mod:`toki.check.history`) decides:
+else, so that the general parser (orjson plus the checks of :mod:`toki.check.reading.history`) decides:
 accepting, or naming the bad op. The subset:
 
 - the file is pure ASCII, has no backslash, and is a JSON array of op objects, or one op
@@ -45,7 +45,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from toki.check import jitscan
+from toki.check import accel
 
 LBRACK, LBRACE, RBRACK, RBRACE, COMMA, COLON, STR, NUM, NULL, TRUE, FALSE, OTHER = range(12)
 
@@ -112,7 +112,7 @@ for _s in VOCAB:
 _MASK = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], np.uint64)
 _NULLW, _TRUEW, _FALSEW, _NILW = (np.uint64(int.from_bytes(w, "little")) for w in (b"null", b"true", b"false", b"nil"))
 
-# op type codes (as toki.check.history.TYPE_CODES) and micro-op f codes (history.F_CODES)
+# op type codes (as toki.check.reading.history.TYPE_CODES) and micro-op f codes (history.F_CODES)
 _TYPE_OF = np.full(256, -1, np.int8)
 for _name, _code in (("ok", 0), ("info", 1), ("fail", 2), ("invoke", 3)):
     _TYPE_OF[S[_name]] = _code
@@ -211,7 +211,7 @@ def scan(data: bytes, *, chunk_bytes: int | None = None, threads: int | None = N
     Large inputs are cut at op boundaries into one piece per worker, at most one per 16 slices;
     ``threads`` (the number of workers) defaults to the number of CPUs this process may use, at
     most 4. The first piece is scanned here, the others in forked children where that is safe
-    (:mod:`toki.check.forked`; measured 9% faster end to end than threads at 10^5), else in
+    (:mod:`toki.check.accel.children`; measured 9% faster end to end than threads at 10^5), else in
     threads. ``fork=False`` forces threads, ``fork=True`` forks wherever possible.
 
     ``edn=True`` reads EDN as Jepsen writes it instead (see the module doc)."""
@@ -293,10 +293,10 @@ def _scan(src, chunk_bytes: int | None, threads: int | None, fork: bool | None =
     if first not in (b"[", b"{"):
         raise Unsupported("not a list or a map")
     mode = (_EDN_ARRAY if first == b"[" else _EDN_LINES) if edn else (_ARRAY if first == b"[" else _LINES)
-    if n >= jitscan.MIN_BYTES and jitscan.available():  # loaded (compiled) here, before a fork
-        mode = {**mode, "jit": True}
+    if accel.compiled_twin("json_scan", n) is not None:  # loaded (compiled) here, before a fork
+        mode = {**mode, "compiled": True}
     if chunk_bytes is None:  # the compiled scanner's per-slice costs are its Python around it: 2 MB
-        chunk_bytes = (2 << 20) if mode.get("jit") else (512 << 10)  # was 12% faster than 512 KB
+        chunk_bytes = (2 << 20) if mode.get("compiled") else (512 << 10)  # was 12% faster than 512 KB
     threads = default_threads() if threads is None else threads
     # a thread per 16 slices at least: on a small file the second thread's fresh memory (its own
     # malloc arena, paid in page faults) costs more than it saves (3 MB: 0.08 s alone, 0.095 s in two)
@@ -337,15 +337,15 @@ def _merge(parts: list[dict]) -> dict:
 
 
 def _can_fork() -> bool:
-    from toki.check import forked
+    from toki.check.accel import children
 
-    return forked.available()
+    return children.available()
 
 
 def _scan_forked(src, spans: list[tuple[int, int]], mode: dict, chunk_bytes: int) -> tuple[list, int]:
     """Pieces 2.. in forked children, piece 1 here; a child that dies is replaced by doing its
     piece here. Returns (the pieces' parts in order, the largest child's peak RSS in KB)."""
-    from toki.check.forked import ChildLost, Forked
+    from toki.check.accel.children import ChildLost, Forked
 
     last = len(spans) - 1
     kids: list[Forked] = []
@@ -405,13 +405,9 @@ def _scan_span(src, s: int, end: int, first: bool, last: bool, mode: dict, chunk
         if (buf.translate(None, _EDN_BYTES) if mode["edn"] else not buf.isascii() or b"\\" in buf):
             raise Unsupported("non-ASCII bytes or escapes (EDN: a byte outside names, numbers and brackets)")
         final = last and s + len(buf) == end
-        r = jitscan.chunk(buf, final, mode["opd"] == 2, prev < 0, mode["edn"]) if mode.get("jit") else None
-        if r is None:  # not the compiled scanner's: the vectorised one decides
-            r = _chunk(buf, final, mode, d0, prev)
-        elif r is False:
-            r = None
-        else:
-            r = _owned(r[0]), r[1]
+        r = accel.load("json_scan").scan_slice(buf, final, mode, d0, prev) if mode.get("compiled") else False
+        if r is False:  # not the compiled scanner's: the vectorised one decides
+            r = _scan_slice(buf, final, mode, d0, prev)
         if r is None:  # no op closes in this slice: take a bigger one
             if s + len(buf) == end:
                 raise Unsupported("a piece does not end with an op")
@@ -426,7 +422,7 @@ def _scan_span(src, s: int, end: int, first: bool, last: bool, mode: dict, chunk
     return [_merge(parts)] if parts else []
 
 
-def _chunk(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
+def _scan_slice(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
     """Scan one slice, starting at container depth d0 after a token of kind prev (-1: file start).
     Returns (columns, bytes used: up to the last complete op) or None if no op completes."""
     opd, table, edn, step = mode["opd"], mode["table"], mode["edn"], mode["step"]
@@ -645,8 +641,8 @@ _INT_TYPES = tuple((t, np.iinfo(t).min, np.iinfo(t).max) for t in (np.int8, np.i
 _NARROW = ("index", "process", "time", "m_count", "m_key", "m_val", "m_len", "elem")
 
 
-def _owned(part: dict) -> dict:
-    """The compiled scanner's columns narrowed as :func:`_chunk` narrows its own, and always
+def owned(part: dict) -> dict:
+    """The compiled scanner's columns narrowed as :func:`_scan_slice` narrows its own, and always
     copies: a view would keep the kernel's whole buffers alive until the slices are merged."""
     for k, a in part.items():
         if isinstance(a, np.ndarray):

@@ -1,12 +1,28 @@
-"""The loop of :mod:`toki.check.jitscan`, compiled by numba (importing this module imports numba).
+"""A compiled scanner for the common shape of JSON and EDN histories: the compiled twin of
+:func:`toki.check.reading.json_scan._scan_slice` (importing this module imports numba).
 
-One pass over a slice of a JSON history: ops ``{...}`` (in a top-level array, or one per line),
-their keys, and their micro-ops, filling preallocated columns. It returns ``_BAIL`` at the first
-byte outside the subset :mod:`toki.check.jitscan` describes; the caller then gives the slice to
-the vectorised scanner, which knows the whole subset and names what is wrong. Positions past the
-slice read the caller's zero padding, which matches nothing, so no read is bounds-checked.
+The vectorised scanner makes about forty passes over every token of a slice, each a numpy call
+over an int64 array, and so reads a history at 30-60 MB/s per core: at 10^7 transactions (3.3
+GB) that alone is most of a minute. This one reads a slice once, byte by byte, in a loop that
+numba compiles to machine code, and fills the same columns.
+
+It accepts a narrower subset than the vectorised scanner and hands every slice it does not
+accept back to it (``False``), so that the vectorised scanner, and behind it the general parser,
+keep deciding what is accepted and how a bad op is named. A slice is taken here when every op in
+it is a client op (an integer ``process``) whose keys are all among ``type``, ``process``, ``f``
+("txn"), ``value`` (null or a list of micro-ops ``[f, k, v]``), ``index`` and ``time`` (an
+integer or null), each once; anything else (a nemesis op, another key, a float, an escape, a
+micro-op of another length) sends the slice to the vectorised scanner. The columns are the
+vectorised scanner's, value for value and dtype for dtype; a test compares the two on every
+layout and on mutated histories.
+
+One pass over a slice: ops ``{...}`` (in a top-level array, or one per line), their keys, and
+their micro-ops, filling preallocated columns. :func:`scan_bytes` returns ``_BAIL`` at the first
+byte outside the subset; positions past the slice read the caller's zero padding, which matches
+nothing, so no read is bounds-checked. numba compiles the loop on first use and caches the
+machine code beside this module, so only a process that finds no cache pays the compile (about
+10 s here); histories smaller than ``accel.MIN_SIZE["json_scan"]`` never start it.
 """
-
 from __future__ import annotations
 
 import numpy as np
@@ -138,7 +154,7 @@ _W_TXN, _W_R, _W_APPEND, _W_W = (np.uint64(_w(s)) for s in ("txn", "r", "append"
 
 
 @njit(cache=True)
-def scan_slice(b, n, array_mode, first, final, edn):
+def scan_bytes(b, n, array_mode, first, final, edn):
     """Scan b[:n] (b has at least 16 zero bytes after n). ``first``: the slice starts the file;
     else it starts right after an op's closing brace. Returns (status, bytes used, op, micro-op
     and element counts, has_index, then the columns, each longer than its count)."""
@@ -424,9 +440,29 @@ def _scan(b, n, array_mode, first, final, edn):
             m_f, m_key, m_vkind, m_val, m_len, elem)
 
 
+def scan_slice(buf: bytes, final: bool, mode: dict, d0: int, prev: int):
+    """The compiled twin of :func:`toki.check.reading.json_scan._scan_slice`: (the slice's columns,
+    the bytes used) as the vectorised scanner gives them, or None when no op completes in the
+    slice; and False when the slice is outside this scanner's subset (the vectorised one decides)."""
+    from toki.check.reading.json_scan import owned
+
+    b = np.frombuffer(buf + bytes(16), np.uint8)
+    (status, used, nops, nm, ne, has_index, index, typ, process, time, has_time, vkind, m_count,
+     m_f, m_key, m_vkind, m_val, m_len, elem) = scan_bytes(b, len(buf), mode["opd"] == 2, prev < 0, final, mode["edn"])
+    if status == _BAIL:
+        return False
+    if status == _MORE:
+        return None
+    ops = {"index": index, "type": typ, "process": process, "time": time, "has_time": has_time, "vkind": vkind,
+           "m_count": m_count}
+    mops = {"m_f": m_f, "m_key": m_key, "m_vkind": m_vkind, "m_val": m_val, "m_len": m_len}
+    cols = {**{k: v[:nops] for k, v in ops.items()}, **{k: v[:nm] for k, v in mops.items()}, "elem": elem[:ne]}
+    return owned({"n": nops, "has_index": bool(has_index), **cols}), used
+
+
 def warm() -> None:
     """Compile (or load from the cache) before any fork: children inherit the machine code."""
     for text, edn in ((b'[{"type":"ok","process":0,"value":[["r",1,[1]]]}]', False),
                       (b'[{:type :ok, :process 0, :value [[:r 1 [1]]]}]', True)):
         b = np.frombuffer(text + bytes(16), np.uint8)
-        scan_slice(b, len(text), True, True, True, edn)
+        scan_bytes(b, len(text), True, True, True, edn)

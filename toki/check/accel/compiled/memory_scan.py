@@ -21,7 +21,7 @@ from numba import njit
 # and 0.167 s with; LLVM inlines the small helpers anyway).
 OK_, BAIL = 0, 2
 _Q, _LB, _RB, _LC, _RC, _COMMA, _COLON, _MINUS, _BS = 34, 91, 93, 123, 125, 44, 58, 45, 92
-# op types as toki.check.history codes; 9: a header
+# op types as toki.check.reading.history codes; 9: a header
 _T_OK, _T_INFO, _T_FAIL, _T_INVOKE, _T_HEADER = 0, 1, 2, 3, 9
 # micro-op kinds as toki.check.memory codes
 _ADD, _RETRACT, _CURRENT, _HISTORY, _DECIDE = 0, 1, 2, 3, 4

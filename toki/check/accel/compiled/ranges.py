@@ -1,4 +1,4 @@
-"""The loops of :mod:`toki.check.runs`, compiled by numba (importing this module imports numba)."""
+"""The loops of :mod:`toki.check.accel.ranges`, compiled by numba (importing this module imports numba)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from numba import njit
 
 
 @njit(cache=True)
-def ranges(starts, lens, total):
+def positions(starts, lens, total):
     out = np.empty(total, np.int64)
     k = 0
     for i in range(len(starts)):
@@ -33,6 +33,6 @@ def gather(a, starts, lens, total):
 def warm() -> None:
     """Compile (or load from the cache) before any fork, for the dtypes the checker gathers."""
     s, n = np.zeros(1, np.int64), np.ones(1, np.int64)
-    ranges(s, n, 1)
+    positions(s, n, 1)
     for t in (np.int8, np.int16, np.int32, np.int64, np.bool_):
         gather(np.zeros(2, t), s, n, 1)

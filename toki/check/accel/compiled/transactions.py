@@ -1,4 +1,4 @@
-"""The loops of :mod:`toki.check.history` over every op or micro-op of a large history (pairing
+"""The loops of :mod:`toki.check.reading.history` over every op or micro-op of a large history (pairing
 invocations with completions, coding processes and keys), compiled by numba (importing this module
 imports numba)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-INFO, INVOKE = 1, 3
+from toki.check.codes import INFO, INVOKE
 
 
 @njit(cache=True)
@@ -40,7 +40,7 @@ def pair(pcode, ty, nproc):
 
 @njit(cache=True)
 def collect(is_tx, inv, cpos, index, ty, pc):
-    """The transactions :func:`pair` marked, as :func:`toki.check.history._paired` returns
+    """The transactions :func:`pair` marked, as :func:`toki.check.reading.history._paired` returns
     them: op positions, types (an invocation never completed is info), op indices, indices of
     their invocations (-1: none) and process codes; one pass instead of a dozen masked copies."""
     ntx = 0

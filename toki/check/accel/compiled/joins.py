@@ -1,19 +1,18 @@
-"""List-append inference's loops, compiled by numba (importing this module imports numba): the
-(txn, key) group order (:func:`toki.check.list_append.group_order`) and the scan of
-:class:`toki.check.list_append.Groups`, and the longest read of each key
-(:func:`toki.check.list_append._longest_reads`), and the readers of each version
-(:func:`toki.check.list_append.readers_of`)."""
+"""The compiled twins of :mod:`toki.check.joins` (importing this module imports numba): the
+(txn, key) group order, the scan of :class:`~toki.check.joins.Groups`, the longest read of each
+key and the readers of each version, each under the name and signature of its numpy form there
+(``_order_by_group``, ``_scan_groups``, ``_longest_per_key``, ``_readers_by_version``)."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from toki.check.history import APPEND, R
+from toki.check.codes import APPEND, R
 
 
 @njit(cache=True)
-def group_order(m_txn, m_key):
+def order_by_group(m_txn, m_key):
     """Positions in (txn, key) order, stable, where each group starts, and True; False (and
     empty arrays) when ``m_txn`` does not ascend (then the caller sorts)."""
     M = len(m_txn)
@@ -43,7 +42,7 @@ def group_order(m_txn, m_key):
 
 
 @njit(cache=True)
-def scan(go, newg, m_f, mop_rlen):
+def scan_groups(go, newg, m_f, mop_rlen):
     M = len(newg)
     G = 0
     for i in range(M):
@@ -78,7 +77,7 @@ def scan(go, newg, m_f, mop_rlen):
 
 
 @njit(cache=True)
-def longest(rk, rlen, pr, kmin, span):
+def longest_per_key(rk, rlen, pr, kmin, span):
     best = np.full(span, -1, np.int64)
     n = 0
     for j in range(len(pr)):
@@ -100,7 +99,7 @@ def longest(rk, rlen, pr, kmin, span):
 
 
 @njit(cache=True)
-def readers(rv, rtx, want, lo, span):
+def readers_by_version(rv, rtx, want, lo, span):
     start = np.zeros(span + 1, np.int64)
     for i in range(len(rv)):
         start[rv[i] - lo + 1] += 1
@@ -133,7 +132,7 @@ def readers(rv, rtx, want, lo, span):
 def warm() -> None:
     """Compile (or load from the cache) before any fork."""
     z = np.zeros(1, np.int64)
-    group_order(z, z)
-    scan(z, np.ones(1, np.bool_), np.zeros(1, np.int8), z)
-    longest(z, z, z, 0, 1)
-    readers(z, z, z, 0, 1)
+    order_by_group(z, z)
+    scan_groups(z, np.ones(1, np.bool_), np.zeros(1, np.int8), z)
+    longest_per_key(z, z, z, 0, 1)
+    readers_by_version(z, z, z, 0, 1)
