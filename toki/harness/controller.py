@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import enum
 import gc
 import inspect
 import sys
@@ -45,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toki.errors import TokiError
+from toki.harness.decision import Action, AgentState, AgentView, decide
 from toki.harness.observers import OPENERS, DbSession, PgObserver
 from toki.harness.steps import ANYTHING, NOTHING, Footprint, StepKind, step_kind
 
@@ -265,14 +265,6 @@ def _abandon(agent) -> BaseException:
     if threading.current_thread() is agent.thread:
         return _Abandoned()
     return RunAbandoned(f"the harness stopped the run while this thread worked for agent {agent.name}")
-
-
-class AgentState(enum.Enum):
-    NEW = "new"  # its thread has not reached its first call yet
-    WAITING = "waiting"  # stopped at its pending call, for a grant
-    RUNNING = "running"  # holds the baton: runs Python code or its granted call
-    BLOCKED_DB = "blocked-db"  # its granted statement waits on a lock in the database
-    DONE = "done"
 
 
 class _Agent:
@@ -698,77 +690,52 @@ class Controller:
                 self._stop_and_wait(agent)
 
     # -- decisions (mutex held, nobody holding the baton) --------------------------------------
-    def _eligible(self, a: _Agent) -> bool:
-        if a.state != AgentState.WAITING:
-            return False
-        if a.busy_at is not None and a.busy_at >= self._progress:
-            return False  # SQLITE_BUSY: no call has completed since (a busy re-issue is no progress)
-        if a.want_lock is not None and not a.want_lock.available_to(a.name) and not (
-                isinstance(a.want_lock, Sleep) and not self.chooser.sleeps_yield):
-            if a.pending is not None and a.pending.waited_from is None:
-                a.pending.waited_from, a.pending.blocked = len(self.grants), True
-            return False
-        return True
+    def _view(self, a: _Agent) -> AgentView:
+        """What the decision reads of ``a`` (:mod:`.decision`)."""
+        w, pending = a.want_lock, a.pending
+        return AgentView(
+            a.name, a.state, starting=pending is not None and pending.kind == StepKind.START,
+            detail=pending.detail if pending is not None else None, busy_at=a.busy_at, patient=a.patient,
+            confirmed_at=a.confirmed_at, waits=w is not None, free=w is None or w.available_to(a.name),
+            sleep=isinstance(w, Sleep), times_out=w is not None and getattr(w, "timed", False) and w.times_out(a.name),
+            external=getattr(w, "external", False),
+            foreign=w.name if w is not None and str(getattr(w, "owner", "")).startswith("thread:") else None)
 
     def _decide(self) -> None:
+        """Decide (:func:`~toki.harness.decision.decide`, a pure function of the agents' views) and
+        carry the decision out."""
         if self._failure is not None or self._holder is not None:
             return
-        agents = list(self._agents.values())
-        if any(a.state in (AgentState.NEW, AgentState.RUNNING) for a in agents):
-            return  # not everyone has stopped yet (start-up)
-        live = [a for a in agents if a.state != AgentState.DONE]
-        if not live:
+        d = decide([self._view(a) for a in self._agents.values()], self._progress, self._last, self.chooser)
+        for name in d.held:  # waits for a lock another agent holds: its step is marked blocked, once
+            pending = self._agents[name].pending
+            if pending is not None and pending.waited_from is None:
+                pending.waited_from, pending.blocked = len(self.grants), True
+        if d.action == Action.FINISH:
             self._finished = True
             self._cv.notify()
-            return
-        if any(a.state == AgentState.BLOCKED_DB and a.confirmed_at != self._progress for a in live):
-            # A call completed since a database wait was seen: it may have ended the wait. Whether
-            # the waiting agent is eligible must not depend on how soon its thread wakes, or the
-            # same grants lead to different decisions: the watcher asks the observer first.
+        elif d.action == Action.SETTLE:
             self._settling = True
             self._cv.notify()
-            return
-        eligible = [a.name for a in live if self._eligible(a)]
-        try:
-            starting = [n for n in eligible if self._agents[n].pending.kind == StepKind.START]
-            if starting and self.chooser.forces_starts:  # running an agent up to its first storage call is no choice: it touches nothing
-                self.chooser.forced(starting[0])
+        elif d.action == Action.GRANT:
+            a = self._agents[d.agent]
+            try:
+                if d.deliver_busy:
+                    a.deliver_busy = True
                 last = self._last
-                self._grant(self._agents[starting[0]])
-                self._last = last
-                return
-            if not eligible:
-                sleeping = [a.name for a in live if a.state == AgentState.WAITING and isinstance(a.want_lock, Sleep)]
-                if sleeping:  # nothing else can happen: time passes, and a sleep ends first
-                    self._grant(self._agents[self.chooser.victim(sleeping)])
-                    return
-                busy = [a.name for a in live if a.state == AgentState.WAITING and a.busy_at is not None and not a.patient]
-                if busy:  # a SQLite deadlock: someone's busy timeout runs out
-                    victim = self._agents[self.chooser.victim(busy)]
-                    victim.deliver_busy = True
-                    self._grant(victim)
-                    return
-                if any(a.state == AgentState.BLOCKED_DB for a in live):
-                    return  # the database will wake one of them (or break the deadlock)
-                timed = [a.name for a in live if a.state == AgentState.WAITING and a.want_lock is not None
-                         and getattr(a.want_lock, "timed", False) and a.want_lock.times_out(a.name)]
-                if timed:  # nothing else can happen: time passes, and a timed wait runs out
-                    self._grant(self._agents[self.chooser.victim(timed)])
-                    return
-                if any(getattr(a.want_lock, "external", False) for a in live if a.state == AgentState.WAITING):
-                    return  # a thread outside the agents may set the event or free the permit (poke)
-                foreign = [a for a in live if a.want_lock is not None
-                           and str(getattr(a.want_lock, "owner", "")).startswith("thread:")]
-                if foreign:
-                    a = foreign[0]
-                    raise Unverifiable(f"agent {a.name} waits for {a.want_lock.name}, held by a thread the harness "
-                                       "does not control", fix="create the lock's users during the trial, on agents")
-                waits = "; ".join(f"{a.name} waits for {a.pending.detail if a.pending else '?'}" for a in live)
-                raise EngineHung(f"no agent can take a step (a lock cycle among the engine's own locks): {waits}",
-                                 fix="the engine deadlocks itself on this schedule; report it as a finding")
-            self._grant(self._agents[self.chooser.choose(eligible, self._last)])
-        except BaseException as e:
-            self._fail(e)
+                self._grant(a)
+                if d.forced:  # a start is no choice: it does not change who ran last
+                    self._last = last
+            except BaseException as e:
+                self._fail(e)
+        elif d.action == Action.UNVERIFIABLE:
+            self._fail(Unverifiable(f"agent {d.agent} waits for {d.lock}, held by a thread the harness does not "
+                                    "control", fix="create the lock's users during the trial, on agents"))
+        elif d.action == Action.HUNG:
+            self._fail(EngineHung(f"no agent can take a step (a lock cycle among the engine's own locks): {d.waits}",
+                                  fix="the engine deadlocks itself on this schedule; report it as a finding"))
+        elif d.action == Action.FAIL:
+            self._fail(d.error)
 
     def _grant(self, a: _Agent) -> None:
         if self._fingerprint is not None and self._fp is not None:
