@@ -38,7 +38,7 @@ def prohibited_anomalies(models, anomalies) -> set[str]:
     return cm.anomalies_implying(anomalies) | cm.anomalies_prohibited_by(models)
 
 
-def _ord_bits(reportable: set[str]) -> int:
+def order_bits(reportable: set[str]) -> int:
     if any(a.endswith("-realtime") for a in reportable):
         return G.REALTIME
     if any(a.endswith("-process") for a in reportable):
@@ -78,7 +78,7 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
     phase("inferring dependencies")
     prohibited = prohibited_anomalies(models, anomalies)
     reportable = prohibited | cm.UNKNOWN_ANOMALIES
-    ord_bits = _ord_bits(reportable)
+    ord_bits = order_bits(reportable)
 
     from toki.check.accel import key_slices
     order_sets: list[G.EdgeSet] = []
@@ -109,7 +109,7 @@ def check(history, workload: str = "list-append", models=None, anomalies=None, *
     order = (G.WW, G.WR, G.RW, G.PROCESS, G.REALTIME) if workload == "list-append" else \
         (G.WR, G.WW, G.RW, G.PROCESS, G.REALTIME)
     phase("searching for cycles")
-    cyc_found, n_scc = _cycles(h, edge_sets, order, ord_bits, cycle_search_timeout)
+    cyc_found, n_scc = find_cycles(h, edge_sets, order, ord_bits, cycle_search_timeout)
     if workload == "predicate":
         # Elle's repeatable-read test (PL-2.99) is a cycle of any ww, wr and rw edges: it holds
         # without predicate reads only. With them, a cycle through a predicate rw edge is G2,
@@ -180,7 +180,7 @@ def realtime_edge_set(h: History) -> G.EdgeSet:
 
 # ------------------------------------------------------------------ cycles
 
-def _cycles(h: History, edge_sets, order, ord_bits, timeout, explain=None) -> tuple[dict, int]:
+def find_cycles(h: History, edge_sets, order, ord_bits, timeout, explain=None) -> tuple[dict, int]:
     """Every cycle type Elle searches, per strongly connected component of the edges. Each
     cycle found is explained by ``explain(h, type, txns, classes, order bits, edge sets by
     relationship)`` (default :func:`explain_cycle`; the memory workload brings its own)."""

@@ -18,7 +18,7 @@ How it is checked, on the checker's own machinery:
   (rw); a claim missing that nobody retracted was added after it (rw); a claim missing that the
   audit order puts before one held was retracted before it (wr); an add precedes the retraction
   of its claim (ww);
-- cycles are searched by :func:`toki.check.core._cycles` (Elle's types and order), explained here
+- cycles are searched by :func:`toki.check.core.find_cycles` (Elle's types and order), explained here
   in the memory's words; a cycle through one transaction's reads of two slots is also ``N2``;
 - ``double-supersede`` (a current read holding two claims of a single-valued slot), ``N3`` (a
   claim acknowledged or seen in a history read, missing from a later history read) and ``N1``
@@ -957,7 +957,7 @@ def check(history, models=None, anomalies=None, *, multi_valued=(), cycle_search
     phase("inferring dependencies")
     prohibited = core.prohibited_anomalies(models, elle) | mem
     reportable = prohibited | cm.UNKNOWN_ANOMALIES
-    ord_bits = core._ord_bits(reportable)
+    ord_bits = core.order_bits(reportable)
     inf = Inference(h)
     sub, sel = audit_history(h, inf)
     order_sets: list[G.EdgeSet] = []
@@ -985,7 +985,7 @@ def check(history, models=None, anomalies=None, *, multi_valued=(), cycle_search
         found["empty-transaction-graph"] = True
     phase("searching for cycles")
     timeout = core.CYCLE_SEARCH_TIMEOUT if cycle_search_timeout is None else cycle_search_timeout
-    cycles, n_scc = core._cycles(h, edge_sets, ORDER, ord_bits, timeout, explain=explain_cycle)
+    cycles, n_scc = core.find_cycles(h, edge_sets, ORDER, ord_bits, timeout, explain=explain_cycle)
     if "N2" in mem:
         n2 = n2_cases(cycles, prohibited, named=anomalies is not None)
         if n2:
