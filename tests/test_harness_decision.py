@@ -111,3 +111,46 @@ def test_deciding_changes_nothing_it_reads():
     for _ in range(3):
         assert decide(agents, 1, "A", Asked()) == Decision(Action.GRANT, "B", held=("A",))
     assert agents == before
+
+
+def test_the_thread_to_agent_binding_is_written_in_one_place():
+    """Only ``controller.act_for`` assigns the calling thread's agent; everyone else calls it (or
+    ``acting_for``, ``uncontrolled``) and reads it through ``current_agent``."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "toki"
+    writes = []
+
+    def binding(t) -> bool:  # _local.agent or x._local.agent
+        return isinstance(t, ast.Attribute) and t.attr == "agent" and (
+            (isinstance(t.value, ast.Name) and t.value.id == "_local")
+            or (isinstance(t.value, ast.Attribute) and t.value.attr == "_local"))
+
+    def visit(node, where: str, path: Path) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else where
+            if isinstance(child, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+                if any(binding(sub) for t in targets for sub in ast.walk(t)):
+                    writes.append((path.relative_to(root).as_posix(), where))
+            visit(child, inner, path)
+
+    for path in root.rglob("*.py"):
+        visit(ast.parse(path.read_text()), "<module>", path)
+    assert sorted(set(writes)) == [("harness/controller.py", "act_for")], writes
+
+
+def test_acting_for_a_block_restores_the_binding_it_found():
+    from toki.harness.controller import Controller, acting_for, current_agent, uncontrolled
+
+    ctl = Controller(SerialChooser([]))
+    assert current_agent() is None
+    with acting_for(ctl, "agent A"):
+        assert current_agent() == (ctl, "agent A")
+        with uncontrolled():
+            assert current_agent() is None
+        with acting_for(None):
+            assert current_agent() is None
+        assert current_agent() == (ctl, "agent A")
+    assert current_agent() is None

@@ -318,12 +318,13 @@ def uncontrolled():
     """Storage calls made in this block are not steps, even on an agent's thread: for cleanup
     that the garbage collector may run at any moment on whatever thread is running (a finalizer
     that drops a finished trial's schema must not wait for a grant in another trial's run)."""
-    saved = getattr(_local, "agent", None), getattr(_local, "harness", False)
-    _local.agent, _local.harness = None, True
+    saved = getattr(_local, "harness", False)
+    _local.harness = True
     try:
-        yield
+        with acting_for(None):
+            yield
     finally:
-        _local.agent, _local.harness = saved
+        _local.harness = saved
 
 
 def running() -> "Controller | None":
@@ -337,7 +338,7 @@ def controlled(kind: StepKind | str, detail: str, fn: Callable[[], Any], *, busy
     what the call touches (None: not known, so anything)."""
     if getattr(_local, "in_gc", False):
         return fn()
-    me = getattr(_local, "agent", None)
+    me = current_agent()
     if me is not None:
         return me[0].step(kind, detail, fn, busy=busy, db=db, lock=lock, touches=touches)
     ctl = _running
@@ -367,7 +368,7 @@ async def controlled_async(kind: StepKind | str, detail: str, fn: Callable[[], A
                            db: DbSession | None = None, touches: Footprint | None = None) -> Any:
     if getattr(_local, "in_gc", False):
         return await fn()
-    me = getattr(_local, "agent", None)
+    me = current_agent()
     if me is not None:
         return await me[0].step_async(kind, detail, fn, busy=busy, db=db, touches=touches)
     ctl = _running
@@ -405,16 +406,36 @@ async def _await(awaitable):
     return await awaitable
 
 
+# -- the thread -> agent binding ----------------------------------------------------------------
+# Which agent the calling thread's storage calls are steps of. Read only through current_agent(),
+# written only through act_for() (and acting_for(), a block of it): by the agent's own thread
+# (Controller._agent_main), by a library's worker while it does an agent's request (threads.py),
+# and unbound by uncontrolled().
+
 def current_agent() -> tuple["Controller", _Agent] | None:
     """The controller and agent of the calling thread (None outside a controlled run)."""
     return getattr(_local, "agent", None)
 
 
 def act_for(ctl: "Controller | None", agent: _Agent | None = None) -> None:
-    """Bind the calling thread to ``agent`` of ``ctl`` (a library's worker doing that agent's
-    request: its calls are the agent's steps), or unbind it (``act_for(None)``). The one way the
-    thread -> agent binding is written outside the controller."""
+    """Bind the calling thread to ``agent`` of ``ctl`` (its calls are the agent's steps: the
+    agent's own thread, or a library's worker doing that agent's request), or unbind it
+    (``act_for(None)``). The one place the binding is written."""
     _local.agent = None if ctl is None else (ctl, agent)
+
+
+@contextlib.contextmanager
+def acting_for(ctl: "Controller | None", agent: _Agent | None = None):
+    """:func:`act_for` for the length of a block; the binding found before comes back after it."""
+    saved = current_agent()
+    act_for(ctl, agent)
+    try:
+        yield
+    finally:
+        if saved is None:
+            act_for(None)
+        else:
+            act_for(*saved)
 
 
 def acting_outside_call() -> tuple["Controller", _Agent] | None:
@@ -424,7 +445,7 @@ def acting_outside_call() -> tuple["Controller", _Agent] | None:
     is judged by."""
     if getattr(_local, "in_gc", False) or getattr(_local, "harness", False):
         return None
-    me = getattr(_local, "agent", None)
+    me = current_agent()
     if me is None or _running is not me[0] or me[0].finished or _in_call.get():
         return None
     return me
@@ -925,7 +946,7 @@ class Controller:
                                    "PROCESS privilege; PostgreSQL: pg_isolation_test_session_is_blocked, 9.6+)") from e
 
     def _agent_main(self, a: _Agent) -> None:
-        _local.agent = (self, a)
+        act_for(self, a)
         try:
             with self._mutex:
                 a.pending = StepRecord(-1, a.name, StepKind.START, a.fn.__name__, touches=NOTHING)
@@ -940,7 +961,7 @@ class Controller:
         except BaseException as e:  # the engine's own error is an outcome, not a harness failure
             a.error = e
         finally:
-            _local.agent = None
+            act_for(None)
             with self._mutex:
                 self._progress += 1  # an agent that ends releases what it held
                 a.state = AgentState.DONE
