@@ -75,7 +75,7 @@ class MemoryHistory:
     #: per slot code: whether the slot may hold several current claims
     multi: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     workload: str = "memory"
-    #: which reader built it: "compiled" (toki.check._jitmemory; ", two processes" when split),
+    #: which reader built it: "compiled" (toki.check.accel.compiled.memory_scan; ", two processes" when split),
     #: "compiled EDN", or "python" (op maps)
     parser: str = "python"
     helper_max_rss_kb: int = 0

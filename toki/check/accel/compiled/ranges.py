@@ -1,4 +1,5 @@
-"""The loops of :mod:`toki.check.accel.ranges`, compiled by numba (importing this module imports numba)."""
+"""The compiled twins of :mod:`toki.check.accel.ranges` (importing this module imports numba): ``positions``
+and ``gather``, under the names and signatures of its numpy forms ``_positions`` and ``_gather``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""The loops of :mod:`toki.check.reading.history` over every op or micro-op of a large history (pairing
-invocations with completions, coding processes and keys), compiled by numba (importing this module
-imports numba)."""
+"""The compiled twins of :mod:`toki.check.reading.history`'s loops over every op of a large
+history (importing this module imports numba): pairing invocations with completions (``pair``),
+collecting the transactions (``collect``) and coding processes and keys (``near_codes``), each
+under the name and signature of its numpy form there (``_pair``, ``_collect``, ``_near_codes``)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def pair(pcode, ty, nproc):
 
 @njit(cache=True)
 def collect(is_tx, inv, cpos, index, ty, pc):
-    """The transactions :func:`pair` marked, as :func:`toki.check.reading.history._paired` returns
+    """The transactions :func:`pair` marked, as :func:`toki.check.reading.history._collect` returns
     them: op positions, types (an invocation never completed is info), op indices, indices of
     their invocations (-1: none) and process codes; one pass instead of a dozen masked copies."""
     ntx = 0
