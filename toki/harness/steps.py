@@ -72,7 +72,10 @@ class StepKind(enum.StrEnum):
 
 def step_kind(kind: str) -> StepKind | str:
     """``kind`` as a :class:`StepKind` when it is one; a plug-in's own kind stays its string."""
-    return StepKind._value2member_map_.get(kind, kind)  # type: ignore[return-value]
+    try:
+        return StepKind(kind)
+    except ValueError:
+        return kind
 
 
 def _overlap(a: Resource, b: Resource) -> bool:
