@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from toki.harness import pg_calls
+from toki.harness import mysql_calls, pg_calls
 from toki.harness.controller import Controller, SerialChooser, StepRecord
 from toki.harness.explore import dependent, footprint
 from toki.harness.steps import ANYTHING, NOTHING, Footprint, StepKind, file_footprint, lock_footprint
@@ -149,6 +149,43 @@ def test_psycopg_and_pymysql_statements_carry_their_family_footprint():
     assert pg_calls._detail(None, "update t set v = 1", ())[2] == _writes(("pg",))
     assert statement_footprint("my", "select 1") == _reads(("my",))
     assert not dependent(statement_footprint("my", "update t set v = 1"), statement_footprint("pg", "update t set v = 1"))
+
+
+class _Unconnected:
+    """A driver connection that answers no session (the wrappers then pass db=None)."""
+
+    connection = None
+
+    def thread_id(self):
+        raise RuntimeError("not connected")
+
+
+def _recorded(monkeypatch, module) -> list:
+    seen = []
+
+    def controlled(kind, detail, fn, **kw):
+        seen.append((kind, detail, kw.get("touches")))
+        return fn()
+    monkeypatch.setattr(module, "controlled", controlled)
+    return seen
+
+
+def test_pymysql_and_psycopg_wrappers_hand_the_controller_kind_and_footprint(monkeypatch):
+    seen = _recorded(monkeypatch, mysql_calls)
+    cur = _Unconnected()
+    cur.connection = _Unconnected()
+    mysql_calls._wrap_execute(lambda self, q, a: None)(cur, "select v from t where k = %s", (1,))
+    mysql_calls._wrap_query(lambda self, sql: None)(_Unconnected(), b"update t set v = 2")
+    mysql_calls._wrap_txn(lambda self: None, "commit")(_Unconnected())
+    my = ("my",)
+    assert seen == [(StepKind.MY_READ, "select v from t where k = %s ← (1,)", _reads(my)),
+                    (StepKind.MY_WRITE, "update t set v = 2", _writes(my)),
+                    (StepKind.MY_COMMIT, "commit", _writes(my))]
+    seen = _recorded(monkeypatch, pg_calls)
+    pg_calls._wrap_txn(lambda self: None, "rollback")(_Unconnected())
+    pg_calls._wrap_wait(lambda self, gen: None)(_Unconnected(), iter(()))
+    assert seen == [(StepKind.PG_ROLLBACK, "rollback", _writes(("pg",))),
+                    (StepKind.PG_TXN, "round trip (transaction block, COPY, stream or pipeline)", _writes(("pg",)))]
 
 
 def test_locks_and_semaphores_write_the_lock_and_waits_touch_anything(tmp_path):
