@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from toki.check import accel, check, joins
-from toki.check.accel import ranges as runs
+from toki.check.accel import ranges as index_ranges
 from toki.check.gen import generate, plant
 from toki.check.reading import history
 from toki.check.reading.history import APPEND, R
@@ -44,7 +44,7 @@ def test_ranges_and_gathers_are_numpys(compiled, dtype):
         k = int(rng.integers(0, 20))
         lens = rng.integers(0, 6, k)
         starts = rng.integers(0, len(a) - 6, k)
-        for fn, args in ((runs.ranges, (starts, lens)), (runs.gather, (a, starts, lens))):
+        for fn, args in ((index_ranges.ranges, (starts, lens)), (index_ranges.gather, (a, starts, lens))):
             got, want = fn(*args), numpy_only(fn, *args)
             assert got.dtype == want.dtype and np.array_equal(got, want)
 

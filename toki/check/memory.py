@@ -5,7 +5,9 @@ The format is a contract (docs/memory-histories.md, design §4.9): Jepsen's op s
 (JSONL), a JSON array or EDN, optionally preceded by a header op ``{"type": "header",
 "multi_valued": [slot or glob, ...]}``; micro-ops ``["add", slot, claim]``, ``["retract", slot,
 claim]``, ``["current", slot, [claims]]``, ``["history", slot, [claims]]`` (the slot's audit
-history, oldest first) and ``["decide", question, [claims considered], chosen]``.
+history, oldest first) and ``["decide", question, [claims considered], chosen]``. The readers
+(:func:`read`, :func:`parse`, :func:`load`, :func:`loads`, re-exported here) and
+:class:`MemoryHistory` are in :mod:`toki.check.reading.memory`; this module checks.
 
 How it is checked, on the checker's own machinery:
 
