@@ -103,7 +103,8 @@ def test_invocations_are_paired_as_by_sorting(monkeypatch, seed):
     monkeypatch.setattr(accel, "MODE", "never")
     want = history.transactions(index, tc, cpos, P)
     monkeypatch.setattr(accel, "MODE", "always")
-    got = history.transactions(index, tc, cpos, P)
+    got = history.transactions(index, tc, cpos, P)._asdict()
+    want = want._asdict()
     assert want.keys() == got.keys()
     for k in want:
         if isinstance(want[k], np.ndarray):

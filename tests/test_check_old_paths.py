@@ -36,6 +36,6 @@ def test_from_the_package_too(monkeypatch):
 
 def test_the_public_api_stays_where_it_was():
     from toki.check import ALL_ANOMALIES, FRIENDLY_MODELS, History, boundary, check, lattice, load, parse  # noqa: F401
-    from toki.check.memory import MemoryHistory, header, load as load_memory, loads, parse as parse_memory, read  # noqa: F401
+    from toki.check.memory import MemoryHistory, header, loads, read  # noqa: F401
 
     assert History is history.History and parse is history.parse and load is history.load

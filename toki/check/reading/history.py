@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -445,7 +445,7 @@ def _parse_fast(ops: list[dict], workload: str) -> History:
     tcode = np.fromiter(map(TYPE_CODES.__getitem__, types), np.int8, count=n)
     P = np.array(procs, np.int64) if ptypes == {int} else np.array([procs[i] for i in cpos], np.int64)
     tx = transactions(index, tcode, cpos, P)
-    tpos, ttype = tx["tpos"], tx["ttype"]
+    tpos, ttype = tx.tpos, tx.ttype
     tops = [ops[i] for i in tpos.tolist()]
     t_time = [o.get("time") for o in tops]
     if {o.get("f", "txn") for o in tops} - {"txn", None}:  # Elle's own tests leave f nil
@@ -568,14 +568,24 @@ def _near_codes(values: np.ndarray, lo, near: int) -> tuple[np.ndarray, np.ndarr
     return np.append(table, -1)[off], seen, n_far
 
 
-def transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.ndarray) -> dict:
+class Transactions(NamedTuple):
+    """A history's transactions (completions, and invocations that never complete), in history
+    order."""
+    tpos: np.ndarray       # op positions
+    ttype: np.ndarray      # OK, INFO or FAIL (an invocation never completed is INFO)
+    t_index: np.ndarray    # the ops' indices
+    t_invoke: np.ndarray   # the index of each one's invocation (-1: none)
+    pcodes: np.ndarray     # codes into processes
+    processes: list        # the distinct processes, sorted
+    pgroup: np.ndarray | None  # overlap groups (see _transactions_overlapping), or None
+
+
+def transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.ndarray) -> Transactions:
     """Pair each client completion with its process's preceding invocation.
 
     ``index``/``tcode`` cover every op; ``cpos`` are the positions of client ops and ``P`` their
     processes. Transactions are completions plus invocations that never complete (as info), in
-    history order: a dict of ``tpos`` (op positions), ``ttype``, ``t_index``, ``t_invoke`` (the
-    invocation's index, -1: none), ``pcodes`` (codes into ``processes``) and ``pgroup`` (None, or
-    the overlap groups of :func:`_transactions_overlapping`)."""
+    history order (:class:`Transactions`)."""
     Ty = tcode[cpos]
     uniq, pc = _dense_codes(P)
     n = len(cpos)
@@ -585,8 +595,7 @@ def transactions(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.n
     # every process of a client op has a transaction (a completion, or an invocation left
     # outstanding): the transactions' process codes are the client ops' own
     tpos, ttype, t_index, t_invoke, pcodes = accel.twin("transactions", _collect, n)(is_tx, inv, cpos, index, Ty, pc)
-    return {"tpos": tpos, "ttype": ttype, "t_index": t_index, "t_invoke": t_invoke, "pcodes": pcodes,
-            "processes": [int(x) for x in uniq], "pgroup": None}
+    return Transactions(tpos, ttype, t_index, t_invoke, pcodes, [int(x) for x in uniq], None)
 
 
 def _pair(pcode: np.ndarray, ty: np.ndarray, nproc: int) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -640,7 +649,7 @@ def _stable_order(P: np.ndarray) -> np.ndarray:
     return np.argsort(P, kind="stable")
 
 
-def _transactions_overlapping(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.ndarray) -> dict:
+def _transactions_overlapping(index: np.ndarray, tcode: np.ndarray, cpos: np.ndarray, P: np.ndarray) -> Transactions:
     """:func:`transactions` for histories where a process has several outstanding invocations.
 
     Elle never pairs these for its data-dependency checks (it reads completions only), and
@@ -680,9 +689,8 @@ def _transactions_overlapping(index: np.ndarray, tcode: np.ndarray, cpos: np.nda
     tpos, tinv = tpos[o], np.array(tinv_l, np.int64)[o]
     ttype, group = np.array(ttype_l, np.int8)[o], np.array(group_l, np.int64)[o]
     uniq, pcodes = np.unique(P[np.searchsorted(cpos, tpos)], return_inverse=True)
-    return {"tpos": tpos, "ttype": ttype, "t_index": index[tpos],
-            "t_invoke": np.where(tinv >= 0, index[np.maximum(tinv, 0)], -1),
-            "pcodes": pcodes.astype(np.int64), "processes": [int(x) for x in uniq], "pgroup": group}
+    return Transactions(tpos, ttype, index[tpos], np.where(tinv >= 0, index[np.maximum(tinv, 0)], -1),
+                        pcodes.astype(np.int64), [int(x) for x in uniq], group)
 
 
 def _micro_columns(ttype, lens, m_f, wcodes):
@@ -700,16 +708,16 @@ def _micro_columns(ttype, lens, m_f, wcodes):
 
 
 def _list_append_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, rnil, rl, elems, vtable) -> History:
-    ttype = tx["ttype"]
+    ttype = tx.ttype
     m_txn, ridx, widx, m_val, m_nil = _micro_columns(ttype, lens, m_f, wcodes)
     r_off = np.zeros(len(ridx) + 1, np.int64)
     np.cumsum(rl, out=r_off[1:])
     m_val[ridx] = np.arange(len(ridx))
     # An ok read of nil is an empty list; a nil read in an info or failed op is unknown.
     m_nil[ridx] = rnil & (ttype[m_txn[ridx]] != OK)
-    return History("list-append", n, tx["t_index"], tx["t_invoke"], tx["pcodes"], ttype, t_time, tx["processes"],
+    return History("list-append", n, tx.t_index, tx.t_invoke, tx.pcodes, ttype, t_time, tx.processes,
                    m_txn, m_f, m_key, m_val, m_nil, keys, vtable, r_off, _int_column(elems),
-                   t_pgroup=tx["pgroup"])
+                   t_pgroup=tx.pgroup)
 
 
 def _int_column(a) -> np.ndarray:
@@ -721,13 +729,13 @@ def _int_column(a) -> np.ndarray:
 
 
 def _rw_register_history(n, tx, t_time, lens, m_f, m_key, keys, wcodes, wnil, rcodes, rnil, vtable) -> History:
-    ttype = tx["ttype"]
+    ttype = tx.ttype
     m_txn, ridx, widx, m_val, m_nil = _micro_columns(ttype, lens, m_f, wcodes)
     m_val[ridx] = rcodes
     m_nil[widx] = wnil
     m_nil[ridx] = rnil
-    return History("rw-register", n, tx["t_index"], tx["t_invoke"], tx["pcodes"], ttype, t_time, tx["processes"],
-                   m_txn, m_f, m_key, m_val, m_nil, keys, vtable, t_pgroup=tx["pgroup"])
+    return History("rw-register", n, tx.t_index, tx.t_invoke, tx.pcodes, ttype, t_time, tx.processes,
+                   m_txn, m_f, m_key, m_val, m_nil, keys, vtable, t_pgroup=tx.pgroup)
 
 
 # ---------------------------------------------------------------------------- the scanner's path
@@ -784,7 +792,7 @@ def parse_scanned(sc, workload: str) -> History | None:
     tx = transactions(index, sc.type, cpos, sc.process[cpos].astype(np.int64, copy=False))
     del index
     sc.index = sc.client = sc.process = None  # freed as soon as they are used
-    tpos, ttype = tx["tpos"], tx["ttype"]
+    tpos, ttype = tx.tpos, tx.ttype
     vk = sc.vkind[tpos]
     if not ((vk == 2) | ((vk == 1) & (ttype == FAIL))).all():
         return None  # a transaction without a list of micro-ops

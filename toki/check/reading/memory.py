@@ -712,7 +712,7 @@ def _parse_compiled(text: bytes, split: bool, edn: bool = False) -> tuple[Memory
     cpos = np.flatnonzero(cols["client"])
     procs = cols["process"]
     tx = transactions(index, typ, cpos, procs[cpos])
-    tpos, ttype = tx["tpos"], tx["ttype"]
+    tpos, ttype = tx.tpos, tx.ttype
     # the micro-op arena: each part's, in order, then those of invocations that never completed
     mstart, nm = cols["mstart"].copy(), cols["nm"].copy()
     off = np.cumsum([0] + [len(p["m_f"]) for p in parts])
@@ -735,11 +735,11 @@ def _parse_compiled(text: bytes, split: bool, edn: bool = False) -> tuple[Memory
     lens = nm[tpos]
     msel = ranges(mstart[tpos], lens)
     h = MemoryHistory(
-        n_ops=n, t_index=tx["t_index"], t_invoke=tx["t_invoke"], t_process=tx["pcodes"], t_type=ttype,
-        t_time=Times(cols["time"][tpos], cols["has_time"][tpos]), processes=tx["processes"],
+        n_ops=n, t_index=tx.t_index, t_invoke=tx.t_invoke, t_process=tx.pcodes, t_type=ttype,
+        t_time=Times(cols["time"][tpos], cols["has_time"][tpos]), processes=tx.processes,
         m_txn=np.repeat(np.arange(len(tpos), dtype=np.int64), lens), m_f=c["m_f"][msel], m_slot=c["m_slot"][msel],
         m_val=c["m_val"][msel], m_nil=c["m_nil"][msel], r_off=c["r_off"], r_elem=c["r_elem"], slots=c["slots"],
-        pair_slot=c["pair_slot"], pair_claim=c["pair_claim"], decisions=c["decisions"], t_pgroup=tx["pgroup"])
+        pair_slot=c["pair_slot"], pair_claim=c["pair_claim"], decisions=c["decisions"], t_pgroup=tx.pgroup)
     return h, head
 
 
@@ -879,7 +879,7 @@ def _assemble(parts: list[dict], ops_at) -> MemoryHistory:
     cpos = np.flatnonzero(client)
     procs = c["process"]
     tx = transactions(index, c["type"], cpos, procs[cpos])
-    tpos, ttype = tx["tpos"], tx["ttype"]
+    tpos, ttype = tx.tpos, tx.ttype
     if len(c["nonevalue"]) and np.isin(c["nonevalue"], tpos[ttype == OK]).any():
         raise ValueError("an ok op without a value")
     nm, mstart = c["nm"], c["mstart"]
@@ -907,12 +907,12 @@ def _assemble(parts: list[dict], ops_at) -> MemoryHistory:
             r_elem = np.concatenate([r_elem, *more.m["elem"]])
     times = c["time"]
     return MemoryHistory(
-        n_ops=n, t_index=tx["t_index"], t_invoke=tx["t_invoke"], t_process=tx["pcodes"], t_type=ttype,
-        t_time=[times[i] for i in tpos.tolist()], processes=tx["processes"],
+        n_ops=n, t_index=tx.t_index, t_invoke=tx.t_invoke, t_process=tx.pcodes, t_type=ttype,
+        t_time=[times[i] for i in tpos.tolist()], processes=tx.processes,
         m_txn=np.repeat(np.arange(len(tpos), dtype=np.int64), lens), m_f=m_f[msel], m_slot=m_slot[msel],
         m_val=m_val[msel], m_nil=m_nil[msel], r_off=r_off, r_elem=r_elem, slots=it.slots,
         pair_slot=np.array(it.pair_slot, np.int64), pair_claim=it.pair_claim, decisions=Decisions.of(c["decisions"]),
-        t_pgroup=tx["pgroup"])
+        t_pgroup=tx.pgroup)
 
 
 def _fail_at(ops, i, shift, what, fix, lines=None):
