@@ -762,7 +762,9 @@ class Controller:
         if self._fingerprint is not None and self._fp is not None:
             now = self._fingerprint()
             if now != self._fp:
-                changed = sorted(k for k in set(now) | set(self._fp) if now.get(k) != self._fp.get(k))
+                # the run's own files first (the likeliest cause), then what lies outside it
+                changed = sorted((k for k in set(now) | set(self._fp) if now.get(k) != self._fp.get(k)),
+                                 key=lambda k: (k.startswith("/"), k))
                 prev = self.steps[-1] if self.steps else None
                 ran = prev.agent if prev is not None else None
                 where = ""
