@@ -200,8 +200,17 @@ def named(anomaly: str, says: str = ""):
     return lambda r: any(a.startswith(anomaly + ":") and says in a for a in r.anomalies)
 
 
-@pytest.mark.parametrize("factory,scenario,anomaly,says", RACES,
-                         ids=[f"{f.__name__}-{s}-{a}-{w.split()[0]}" for f, s, a, w in RACES])
+# one race per model and per kind of anomaly in the fast tier; every race in the slow one
+FAST_RACES = {"letta-two-writers-one-block-lost-update-step", "mem0_v2-duplicate-add-duplicate-insert-stored",
+              "mirix-reader-mid-update-N2-between", "mem0_greedy-rejudge-rejudged-went"}
+
+
+def _race_id(f, s, a, w) -> str:
+    return f"{f.__name__}-{s}-{a}-{w.split()[0]}"
+
+
+@pytest.mark.parametrize("factory,scenario,anomaly,says", [
+    pytest.param(*r, id=_race_id(*r), marks=() if _race_id(*r) in FAST_RACES else pytest.mark.slow) for r in RACES])
 def test_each_race_is_found_by_search_and_replays(factory, scenario, anomaly, says):
     eng = factory()
     assert anomaly in eng.scenarios[scenario].anomalies or anomaly == "rejudged"  # a race only with a greedy judge
@@ -269,7 +278,11 @@ def test_mirix_reader_sees_the_slot_empty_mid_update():
 
 # -- the comparator excludes all of it --------------------------------------------------------------
 
-@pytest.mark.parametrize("scenario", list(comparator().scenarios))
+FAST_COMPARATOR = {"concurrent-update", "reader-mid-update"}
+
+
+@pytest.mark.parametrize("scenario", [pytest.param(s, marks=() if s in FAST_COMPARATOR else pytest.mark.slow)
+                                      for s in comparator().scenarios])
 def test_comparator_excludes_everything_within_the_budget(scenario):
     with TrialRunner(comparator(), scenario) as r:
         res = search(r, budget=BUDGET, seed=0)

@@ -204,7 +204,7 @@ def _both(make, scenario: str, bound: int):
 
 
 @pytest.mark.parametrize("label,make,scenario,bound", _cases(SMALL, slow={
-    "notes, three agents", "tinydb racy", "sqlitedict racy", "sqlitedict locked", "atommem add-add",
+    "notes K=3", "tinydb locked", "notes, three agents", "tinydb racy", "sqlitedict racy", "sqlitedict locked", "atommem add-add",
     "atommem profile-batch-vs-add", "atommem-atomic add-add"}))
 def test_the_reduced_search_reaches_every_outcome_of_the_full_one(label, make, scenario, bound):
     full, reduced = _both(make, scenario, bound)
@@ -231,6 +231,7 @@ def test_sodamem_delete_vs_supersede_reduced_reaches_every_outcome():
 # -- sharding: the parts of n shards add up to the unsharded search ----------------------------
 
 SHARDED = [
+    ("notes K=2", toy_engine.notes, "append", 2),
     ("notes K=3", toy_engine.notes, "append", 3),
     ("notes, three agents", _three_notes, "append", 2),
     ("atommem-atomic add-search-vs-add", lambda: load_engine("atommem-atomic"), "add-search-vs-add", 2),
@@ -239,7 +240,7 @@ SHARDED = [
 
 
 @pytest.mark.parametrize("label,make,scenario,bound", _cases(SHARDED, slow={
-    "notes, three agents", "atommem-atomic add-search-vs-add", "tinydb locked"}))
+    "notes K=3", "notes, three agents", "atommem-atomic add-search-vs-add", "tinydb locked"}))
 def test_the_shards_of_a_tree_add_up_to_the_unsharded_search(label, make, scenario, bound):
     whole = _everything(make, scenario, bound)
     for n in (2, 3):
@@ -294,6 +295,7 @@ def test_an_exhaustive_search_over_postgresql_row_lock_waits_repeats_itself():
 
 
 CERTIFIED = [  # complete at their bound, no anomaly: iterative bounding walks every bound
+    ("counter-locked", _module("tests.toy_engine:counter_locked"), "increment", 3),
     ("atommem-atomic add-search-vs-add", lambda: load_engine("atommem-atomic"), "add-search-vs-add", 2),
     ("tinydb locked", _module("tests.plugins.tinydb_counter:locked"), "increment", 2),
     ("letta rejudge", lambda: load_engine("letta"), "rejudge", 2),
@@ -302,7 +304,7 @@ CERTIFIED = [  # complete at their bound, no anomaly: iterative bounding walks e
 
 
 @pytest.mark.parametrize("label,make,scenario,bound", _cases(CERTIFIED, slow={
-    "atommem-atomic add-search-vs-add", "letta rejudge", "mem0 1.0.x rejudge"}))
+    "tinydb locked", "atommem-atomic add-search-vs-add", "letta rejudge", "mem0 1.0.x rejudge"}))
 def test_iterative_bounds_execute_each_interleaving_once_and_count_it_once(label, make, scenario, bound):
     """K = 0, 1, .., bound walk the lower bounds' runs from a record: the interleavings executed
     are all distinct, they are as many as one search at the top bound runs, and so are the counts,
