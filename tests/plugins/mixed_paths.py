@@ -150,8 +150,55 @@ class LmdbCounter:
             txn.put(b"n", str(n + 1).encode())
 
 
+class Psycopg2TransientCounter(Psycopg2Counter):
+    """As above, but each agent opens its own psycopg2 connection, uses it and closes it between
+    two controlled calls: no descriptor is left for a scan to see at the next step."""
+
+    name = "psycopg2-transient-counter"
+
+    def open(self, location):
+        return Path(location), None
+
+    def close(self, handle) -> None:
+        pass
+
+    def _with_conn(self, handle, method):
+        import psycopg2
+
+        conn = psycopg2.connect(self.dsn)
+        try:
+            return method((handle[0], conn))
+        finally:
+            conn.close()
+
+    def setup(self, handle) -> None:
+        self._with_conn(handle, super().setup)
+
+    def state(self, handle):
+        return self._with_conn(handle, super().state)
+
+    def call(self, handle, agent):
+        import psycopg2
+
+        folder, _ = handle
+        _audit(folder, agent)
+        conn = psycopg2.connect(self.dsn)
+        try:
+            with conn, conn.cursor() as cur:
+                cur.execute("select n from toki_p2_counter where id = 1")
+                n = cur.fetchone()[0]
+                cur.execute("update toki_p2_counter set n = %s where id = 1", (n + 1,))
+        finally:
+            conn.close()
+        _audit(folder, agent)
+
+
 def psycopg2_counter():
     return Psycopg2Counter()
+
+
+def psycopg2_transient_counter():
+    return Psycopg2TransientCounter()
 
 
 def redis_counter():
