@@ -207,17 +207,19 @@ class SodaMemEngine:
     def record_client(self, store: str) -> "SodaMemClient":
         """A memory client for ``toki record``: a slot is a SodaMem user's residence (one
         current-state predicate), a claim the place; each process opens the store's one file."""
-        if not self.fixed:
-            return SodaMemClient(self, self.open(Path(store)))
         # The fix holds SodaMem's per-method commits until the call ends (run_call), which needs the
         # connection class toki's sqlite3 hook makes; outside any run its calls are plain ones.
+        # Either way the connection waits up to 30 s for the others' transactions from its first
+        # statement on: SodaMem's own open writes (its schema check), and four processes open at
+        # once (sqlite3's default of 5 s ran out on a loaded machine: "database is locked").
         import sqlite3
 
         from toki.harness.sqlite_calls import controlled_connect
 
         def connect(*args, **kwargs):
-            conn = controlled_connect(*args, **kwargs)
-            conn.execute("pragma busy_timeout = 30000")  # processes wait for each other's transactions
+            kwargs["timeout"] = 30.0
+            conn = (controlled_connect if self.fixed else saved)(*args, **kwargs)
+            conn.execute("pragma busy_timeout = 30000")
             return conn
 
         with _PATCHING:  # client threads open their stores at once: one patch at a time
