@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class AgentState(enum.Enum):
@@ -24,9 +24,8 @@ class AgentState(enum.Enum):
     DONE = "done"
 
 
-@dataclass(frozen=True)
-class AgentView:
-    """What the decision reads of one agent."""
+class AgentView(NamedTuple):
+    """What the decision reads of one agent (a tuple: one is made per agent and decision)."""
 
     name: str
     state: AgentState
@@ -54,8 +53,9 @@ class Action(enum.Enum):
     FAIL = "fail"  # the chooser raised ``error`` (a replay that diverged)
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
+    """One decision (a tuple: one is made per step)."""
+
     action: Action
     agent: str | None = None
     forced: bool = False  # GRANT of a start, no choice: the agent that ran last stays the last
@@ -66,9 +66,12 @@ class Decision:
     held: tuple[str, ...] = ()  # agents found waiting for something another holds (their step is marked blocked)
 
 
+_NONE, _FINISH, _SETTLE = Decision(Action.NONE), Decision(Action.FINISH), Decision(Action.SETTLE)
+
+
 def eligible(a: AgentView, progress: int, sleeps_yield: bool) -> bool | None:
     """Can ``a`` take its step now? None: no, because what it waits for is held (it is held back)."""
-    if a.state != AgentState.WAITING:
+    if a.state is not AgentState.WAITING:
         return False
     if a.busy_at is not None and a.busy_at >= progress:
         return False  # SQLITE_BUSY: no call has completed since (a busy re-issue is no progress)
@@ -82,28 +85,37 @@ def decide(agents: Sequence[AgentView], progress: int, last: str | None, chooser
     ``last`` is the agent that ran the previous step; ``chooser`` (a
     :class:`~toki.harness.controller.Chooser`) is asked, as the only thing consulted that keeps
     state of its own."""
-    if any(a.state in (AgentState.NEW, AgentState.RUNNING) for a in agents):
-        return Decision(Action.NONE)  # not everyone has stopped yet (start-up)
-    live = [a for a in agents if a.state != AgentState.DONE]
+    live = []
+    for a in agents:
+        if a.state is AgentState.NEW or a.state is AgentState.RUNNING:
+            return _NONE  # not everyone has stopped yet (start-up)
+        if a.state is not AgentState.DONE:
+            live.append(a)
     if not live:
-        return Decision(Action.FINISH)
-    if any(a.state == AgentState.BLOCKED_DB and a.confirmed_at != progress for a in live):
+        return _FINISH
+    if any(a.state is AgentState.BLOCKED_DB and a.confirmed_at != progress for a in live):
         # A call completed since a database wait was seen: it may have ended the wait. Whether
         # the waiting agent is eligible must not depend on how soon its thread wakes, or the
         # same grants lead to different decisions: the watcher asks the observer first.
-        return Decision(Action.SETTLE)
-    verdicts = [(a, eligible(a, progress, chooser.sleeps_yield)) for a in live]
-    held = tuple(a.name for a, ok in verdicts if ok is None)
-    can = [a for a, ok in verdicts if ok]
-    names = [a.name for a in can]
-    waiting = [a for a in live if a.state == AgentState.WAITING]
+        return _SETTLE
+    sleeps_yield = chooser.sleeps_yield
+    names, held_back, starting = [], [], None
+    for a in live:
+        ok = eligible(a, progress, sleeps_yield)
+        if ok:
+            names.append(a.name)
+            if starting is None and a.starting:
+                starting = a.name
+        elif ok is None:
+            held_back.append(a.name)
+    held = tuple(held_back)
     try:
-        starting = [a.name for a in can if a.starting]
-        if starting and chooser.forces_starts:  # running an agent up to its first storage call is no choice: it touches nothing
-            chooser.forced(starting[0])
-            return Decision(Action.GRANT, starting[0], forced=True, held=held)
+        if starting is not None and chooser.forces_starts:  # running an agent up to its first storage call is no choice: it touches nothing
+            chooser.forced(starting)
+            return Decision(Action.GRANT, starting, forced=True, held=held)
         if names:
             return Decision(Action.GRANT, chooser.choose(names, last), held=held)
+        waiting = [a for a in live if a.state is AgentState.WAITING]
         sleeping = [a.name for a in waiting if a.sleep]
         if sleeping:  # nothing else can happen: time passes, and a sleep ends first
             return Decision(Action.GRANT, chooser.victim(sleeping), held=held)

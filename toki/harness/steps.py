@@ -72,6 +72,8 @@ class StepKind(enum.StrEnum):
 
 def step_kind(kind: str) -> StepKind | str:
     """``kind`` as a :class:`StepKind` when it is one; a plug-in's own kind stays its string."""
+    if isinstance(kind, StepKind):  # as the interception modules pass it: no lookup
+        return kind
     try:
         return StepKind(kind)
     except ValueError:
