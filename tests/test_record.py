@@ -174,14 +174,18 @@ def test_real_processes_show_the_racy_plugins_double_supersede(tmp_path):
 @pytest.mark.slow
 @pytest.mark.db
 def test_mem0_recorded_by_four_processes_shows_the_duplicate_insert(tmp_path):
+    """Every client adds the one claim of the one slot, so every two adds that overlap race in
+    mem0's check-then-insert (with two slots of three claims the race needed several rounds of 240
+    ops on a loaded machine, and once five were not enough: here it shows 60-77 times a round)."""
     pytest.importorskip("mem0")
     for round_ in range(5):
         out = tmp_path / f"h{round_}.jsonl"
         rc, o, e = _toki("record", "--engine", "mem0", "--processes", "4", "--clients", "2", "--ops", "30",
-                         "--mix", "add=4,recall=1,history=2", "--seed", str(round_), "--out", str(out))
+                         "--slots", "1", "--claims", "1", "--mix", "add=4,recall=1,history=2", "--seed", str(round_),
+                         "--out", str(out))
         assert rc == 0, (o, e)
         ops = _ops(out)
-        assert ops[0]["type"] == "header" and ops[0]["multi_valued"] == ["s0", "s1"]  # ADD-only by design
+        assert ops[0]["type"] == "header" and ops[0]["multi_valued"] == ["s0"]  # ADD-only by design
         _well_formed(ops)
         if any(len(m[2]) != len(set(m[2])) for op in ops if op["type"] == "ok" for m in op["value"]
                if m[0] == "history"):
