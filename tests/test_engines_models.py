@@ -155,7 +155,7 @@ ADMITS = [(letta, s) for s in ("two-writers-one-block", "shared-block-stale-read
          [(mirix, s) for s in ("concurrent-update", "duplicate-insert", "reader-mid-update")]
 
 
-FAST_ADMITS = {"mem0_v2-duplicate-add", "mirix-concurrent-update"}  # one per model in the fast tier
+FAST_ADMITS = {"mirix-concurrent-update"}  # mem0 2.x's duplicate add is in FAST_RACES
 
 
 @pytest.mark.parametrize("factory,scenario", [

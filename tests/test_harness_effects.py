@@ -377,6 +377,7 @@ def _found_and_replays(spec: str, tmp_path) -> None:
     assert rc == 1 and "reproduced the recorded outcome 3 of 3" in out, (rc, out, err)
 
 
+@pytest.mark.slow  # about 10 s; the fast tier keeps the mechanism in a smaller test
 def test_zodb_filestorage_lost_update_is_found_and_replays(tmp_path):
     """Every byte through Python file objects (seek, write, flush, fsync) and a zc.lockfile flock:
     all of it steps, none of it a refusal."""

@@ -260,6 +260,7 @@ def test_a_shard_that_does_not_exist_is_bad_input():
         explore(tr, bound=1, shard=(2, 2))
 
 
+@pytest.mark.slow  # about 10 s; the fast tier keeps the mechanism in a smaller test
 def test_a_racy_counter_is_found_by_some_shard_and_the_merged_verdict_names_the_lowest_level():
     from toki.harness.search import exhaustive_part, exhaustive_verdict, first_hit
 

@@ -78,6 +78,7 @@ def test_every_verdict_says_what_its_search_rests_on(capsys):
     assert rc == 2 and "two ways to search" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # about 10 s; the fast tier keeps the mechanism in a smaller test
 def test_the_pytest_plugin_takes_the_same_searches(toki_certify_engine):
     cert = toki_certify_engine("tests.toy_engine:counter_locked", "increment", exhaustive=2)
     assert cert.search["complete"] and cert.search["mode"] == "exhaustive"
@@ -122,6 +123,7 @@ def test_workers_and_a_cluster_cut_the_same_shards_and_agree_with_one_process():
         assert (s["explored"], s["pruned"], s["guarantee"]) == (one["explored"], one["pruned"], one["guarantee"]), how
 
 
+@pytest.mark.slow  # about 10 s; the fast tier keeps the mechanism in a smaller test
 def test_a_race_below_the_top_bound_is_found_before_any_shard_with_one_process_count():
     """Sharded, the bounds below K are searched once, whole: a race at K=1 is found there, and the
     search reports what one process reports (no shard searches to its own first find)."""
