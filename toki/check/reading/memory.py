@@ -183,18 +183,8 @@ def loads(text: bytes | str, *, fmt: str | None = None, name: str = "history") -
         lines = text.splitlines()
         try:
             return [json_loads(line) for line in lines]
-        except ValueError:
-            pass
-        out = []
-        for i, line in enumerate(lines):
-            if not line.strip():
-                continue
-            try:
-                out.append(json_loads(line))
-            except ValueError as e:
-                raise HistoryError(f"{name}: line {i + 1} is not valid JSON ({e})",
-                                   fix="one JSON op per line, or a JSON array of ops") from None
-        return out
+        except ValueError:  # a blank line, or a bad one: the reader that names it
+            return _ops_of_lines(text, 0, name)[0]
 
 
 def read(path: str | Path, *, fmt: str | None = None, multi_valued=()) -> MemoryHistory:
