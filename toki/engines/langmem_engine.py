@@ -159,6 +159,9 @@ def decide(prompt: str, tools: list[str], judge, votes: list[dict]) -> list[dict
     item added by a ``PatchDoc``; a contradicted value is replaced when the judge lets the new
     fact win - by ``PatchDoc``, or, when ``RemoveDoc`` is offered (``enable_deletes``), by removing
     the old memory and inserting the new one."""
+    recorded = RECORDED.search(prompt.split("<session_", 1)[-1])
+    if recorded:
+        return _recorded_calls(prompt, tools, recorded.group(1), votes)
     said = [u for u in UTTERANCES if u in prompt.split("<session_", 1)[-1]]
     if len(said) != 1:
         raise ConfigError(f"the scripted chat model understands exactly one utterance per session, found {said}",
@@ -180,6 +183,30 @@ def decide(prompt: str, tools: list[str], judge, votes: list[dict]) -> list[dict
     if "RemoveDoc" in tools:
         return [{"name": "RemoveDoc", "args": {"json_doc_id": mid}}, {"name": "Memory", "args": {"content": new}}]
     return [_patch(mid, new, f"replace the outdated value with {value}")]
+
+
+# A recorded workload (toki record) says "Remember: SLOT=VALUE." and a memory's content is the claim itself.
+RECORDED = re.compile(r"Remember: ([^\s=]+=[^\s]+)\.")
+
+
+def _recorded_calls(prompt: str, tools: list[str], claim: str, votes: list[dict]) -> list[dict]:
+    """A recorded add supersedes every memory of its slot the model is shown: each is removed
+    (``RemoveDoc``, when LangMem's ``enable_deletes`` offers it) or, without deletes, the first is
+    patched into the new claim; what it retracts is appended to ``votes`` for the recorder."""
+    slot = claim.split("=", 1)[0] + "="
+    mine = [(mid, text) for mid, _, body in _INSTANCE.findall(prompt) if (text := _memory_text(body)).startswith(slot)]
+    if any(text == claim for _, text in mine):
+        votes.append({"retracted": []})
+        return []
+    if "RemoveDoc" in tools:
+        votes.append({"retracted": [text for _, text in mine]})
+        return [{"name": "RemoveDoc", "args": {"json_doc_id": mid}} for mid, _ in mine] + \
+            [{"name": "Memory", "args": {"content": claim}}]
+    if mine:
+        votes.append({"retracted": [mine[0][1]]})
+        return [_patch(mine[0][0], claim, "replace the outdated value")]
+    votes.append({"retracted": []})
+    return [{"name": "Memory", "args": {"content": claim}}]
 
 
 def _patch(mid: str, content: str, plan: str) -> dict:
@@ -370,6 +397,81 @@ class LangMemEngine(OnPostgres):
         manager = create_memory_store_manager(scripted_chat_model(None, []), store=h.store,
                                               namespace=("memories", "{langgraph_user_id}"))
         return sorted(_content(it.value) for it in manager.search(query=query, limit=10, config=CONFIG))
+
+
+    # -- toki record: worker processes on one PostgresStore schema --------------------------------
+    record_fresh_claims = True  # a single-valued slot: every add supersedes; LangMem keeps no history
+    def _record_schema(self, store: str) -> str:
+        from toki.db.server import SCHEMA_PREFIX
+
+        if self.backend != "postgres":
+            raise ConfigError("toki record drives LangMem on PostgreSQL (langmem-postgres): worker processes "
+                              "share one server", fix="use --engine langmem-postgres")
+        return f"{SCHEMA_PREFIX}rec_langmem_" + re.sub(r"[^a-z0-9_]", "_", Path(store).name.lower())[:24]
+
+    def record_setup(self, store: str) -> None:
+        """Before any worker starts: the schema, pgvector and the store's tables (its migrations), once."""
+        schema = self._record_schema(store)
+        with self.server.connect() as c:
+            c.execute("create extension if not exists vector")
+            c.execute(f"create schema if not exists {schema}")
+        self.record_client(store, setup=True).close()
+
+    def record_client(self, store: str, *, setup: bool = False) -> "LangMemClient":
+        """A memory client for ``toki record``: its own connection and PostgresStore on the shared
+        schema; a slot is a namespace ("memories", slot), a claim a memory's content."""
+        import psycopg
+        from langgraph.store.postgres import PostgresStore
+        from psycopg.conninfo import make_conninfo
+        from psycopg.rows import dict_row
+
+        schema = self._record_schema(store)
+        if self._ext_schema is None:
+            with self.server.connect() as c:
+                self._ext_schema = c.execute("select extnamespace::regnamespace::text from pg_extension "
+                                             "where extname = 'vector'").fetchone()[0]
+        conninfo = make_conninfo(self.server.dsn, options=f"-c search_path={schema},{self._ext_schema}",
+                                 application_name="toki-langmem-record")
+        conn = psycopg.connect(conninfo, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        st = PostgresStore(conn, index=INDEX)
+        if setup:
+            st.setup()
+        return LangMemClient(_Handle(st, conn, schema))
+
+    def record_cleanup(self, store: str) -> None:
+        from toki.db.server import drop_schema
+
+        drop_schema(self.server, self._record_schema(store))
+
+
+class LangMemClient:
+    """LangMem's memory manager as memory micro-ops. ``add`` hands LangMem the turn "Remember:
+    CLAIM." (``enable_deletes=True``, as the harness's double-remember scenario: the model removes
+    the slot's memories it is shown and inserts the claim) and returns what the model removed;
+    ``current`` lists the slot's memories (``store.search`` of its namespace). There is no
+    ``history``: the store keeps only the latest value of a key and no trace of a removed one."""
+
+    def __init__(self, h: _Handle):
+        self.h = h
+
+    def add(self, slot: str, claim: str) -> list[str]:
+        from langchain_core.messages import HumanMessage
+        from langmem import create_memory_store_manager
+
+        votes: list[dict] = []
+        manager = create_memory_store_manager(scripted_chat_model(None, votes), store=self.h.store,
+                                              namespace=("memories", "{langgraph_user_id}"), enable_deletes=True)
+        manager.invoke({"messages": [HumanMessage(content=f"Remember: {claim}.")]},
+                       config={"configurable": {"langgraph_user_id": slot}})
+        if len(votes) != 1:
+            raise ConfigError(f"the scripted model was asked {len(votes)} times for one turn", fix="a bug in toki")
+        return votes[0]["retracted"]
+
+    def current(self, slot: str) -> list[str]:
+        return [_content(it.value) for it in self.h.store.search(("memories", slot), limit=1000)]
+
+    def close(self) -> None:
+        self.h.conn.close()
 
 
 def _content(value) -> str:

@@ -108,6 +108,90 @@ class TokiEngine(OnPostgres):
                 "cache": [list(c) for c in cache], "partition": [list(r) for r in part]}
 
 
+    # -- toki record: worker processes writing through Store.write on one shared schema ----------
+    # How a recorded add writes (Store.write's options). The default is the fixed write path: ⊕t at
+    # its precondition RC with the re-read guard, plus the slot lock, since every recorded slot
+    # starts empty and two first writes into an empty slot both insert (the empty-slot phantom the
+    # harness reports at the precondition, evi-empty-slot-at-SI). The other factories below are
+    # the harness's racy scenarios as recorded write paths.
+    record_write: dict = {"operator": "lww", "level": "RC", "guard": True, "slot_lock": True}
+
+    def _record_schema(self, store: str) -> str:
+        import re
+
+        from toki.db.server import SCHEMA_PREFIX
+
+        return f"{SCHEMA_PREFIX}rec_toki_" + re.sub(r"[^a-z0-9_]", "_", Path(store).name.lower())[:24]
+
+    def record_setup(self, store: str) -> None:
+        """Before any worker starts: the recording's schema and tables, made once."""
+        from toki.db.store import Store
+
+        Store.open(server=self.server, schema=self._record_schema(store), create=True).close()
+
+    def record_client(self, store: str) -> "TokiClient":
+        from toki.db.store import Store
+
+        st = Store(server=self.server, schema=self._record_schema(store))
+        return TokiClient(st, st.connect(deadlock_timeout_ms=20), dict(self.record_write))
+
+    def record_cleanup(self, store: str) -> None:
+        from toki.db.server import drop_schema
+
+        drop_schema(self.server, self._record_schema(store))
+
+
+class TokiClient:
+    """TOKI's write path as memory micro-ops: a slot is a subject (predicate ``value``), a claim is
+    both the fact's id and its object (claims are fresh per add, so ids never repeat). ``add`` is
+    one ``Store.write`` (one transaction) and returns what it superseded: the incumbent when the
+    newcomer won, the claim itself when it lost (⊕p by confidence). Every fact is valid over the
+    same period, so a supersede closes the whole incumbent (no ``#pre``/``#post`` remainders).
+    ``current`` lists the slot's open current rows; ``history`` every claim the slot's rows name, in
+    the order they were written: current-kind rows, closed ones included (the bitemporal table is
+    the audit), and a newcomer that lost at once, which only its audit row names."""
+
+    PREDICATE = "value"
+
+    def __init__(self, store, conn, write: dict):
+        self.store, self.conn, self.write = store, conn, write
+
+    def add(self, slot: str, claim: str) -> list[str]:
+        import hashlib
+
+        # ⊕p needs a confidence: one from the claim's hash, so a rerun with the same seed writes the same facts.
+        conf = 0.1 + 0.8 * int(hashlib.sha256(claim.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+        fact = Fact(claim, slot, self.PREDICATE, claim, T0, SENTINEL, confidence=round(conf, 4))
+        o = self.store.write(fact, conn=self.conn, **self.write)
+        if o.action == "superseded":
+            return [o.loser_id] if o.winner_id == claim else [claim]
+        if o.action == "rejected":
+            return [claim]
+        if o.action == "inserted":
+            return []
+        raise WriteRefused(f"the write of {claim} ended {o.action!r}", fix="a recorded claim is fresh: this is a bug")
+
+    def current(self, slot: str) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "select fact_id from agent_memory where subject = %s and predicate = %s and row_kind = 'current' "
+            "and system_time_end = '9999-12-31' order by system_time_start, fact_id", (slot, self.PREDICATE))]
+
+    def history(self, slot: str) -> list[str]:
+        # A newcomer that lost (⊕p) has no current-kind row, only the audit row naming it the loser.
+        rows = self.conn.execute(
+            "select case when row_kind = 'audit' then split_part(fact_id, '::', 2) else fact_id end, row_kind "
+            "from agent_memory where subject = %s and predicate = %s order by system_time_start, row_kind desc, "
+            "fact_id", (slot, self.PREDICATE)).fetchall()
+        out: list[str] = []
+        for claim, kind in rows:
+            if claim not in out:
+                out.append(claim)
+        return out
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def several_policies() -> Detector:
     def check(state, errors):
         act: dict[str, list] = {}
@@ -333,3 +417,32 @@ def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
 
 def toki_engine() -> TokiEngine:
     return TokiEngine()
+
+
+def _recorded(name: str, **write) -> TokiEngine:
+    eng = TokiEngine()
+    eng.name = name
+    eng.record_write = write
+    return eng
+
+
+# TOKI's write path as `toki record --engine-module toki.engines.toki_engine:FACTORY` records it: the
+# fixed path is the registry's `toki` (toki_engine); these are the harness's racy scenarios.
+def recorded_lww_unguarded() -> TokiEngine:
+    """⊕t at RC without the re-read guard (the harness's lww-unguarded-at-RC)."""
+    return _recorded("toki-lww-unguarded-at-RC", operator="lww", level="RC", guard=False, slot_lock=False)
+
+
+def recorded_lww_unlocked() -> TokiEngine:
+    """⊕t at its precondition RC with the guard but no slot lock (the empty-slot phantom)."""
+    return _recorded("toki-lww-at-RC", operator="lww", level="RC", guard=True, slot_lock=False)
+
+
+def recorded_evi_rc() -> TokiEngine:
+    """⊕p one level below its precondition (the harness's evi-at-RC)."""
+    return _recorded("toki-evi-at-RC", operator="evi", level="RC", guard=True, slot_lock=False)
+
+
+def recorded_evi_si_locked() -> TokiEngine:
+    """⊕p at its precondition SI with the slot lock (the harness's evi-empty-slot-slot-locked-at-SI)."""
+    return _recorded("toki-evi-at-SI-slot-locked", operator="evi", level="SI", guard=True, slot_lock=True)
