@@ -230,6 +230,35 @@ class SodaMemEngine:
             finally:
                 sqlite3.connect = saved
 
+    # -- a trial as a memory history (toki.record.trial_history) -------------------------------
+    def memory_history(self, scenario: str, outcome) -> dict | None:
+        """The two-moves scenarios (each agent ingests one contradicting move over 'I live in
+        Berlin'): slot ``alice/lives_in``, a claim is the place. An agent's op adds its place and
+        retracts the places its fact superseded (``superseded_by`` names it); a place that lost at
+        once to the other agent's (older by valid time) is retracted by the op of the place that
+        superseded it (the state does not say which ingest closed it; a serial order with that op
+        after the loser's explains it either way). The final read is ``state()``'s
+        facts: the active places (current) and every place (history, in valid-time order, the
+        order SodaMem supersedes by)."""
+        if scenario not in ("double-supersede", "double-supersede-shared") or not isinstance(outcome.state, dict) \
+                or "facts" not in outcome.state:
+            return None
+        slot = "alice/lives_in"
+        claim_of = {"A": "rome", "B": "paris"}
+        facts = [f for f in outcome.state["facts"] if f["predicate"] == "lives_in"]
+        places = {f["object"] for f in facts}
+        agents: dict[str, list] = {}
+        for agent, claim in claim_of.items():
+            if claim not in places and agent not in outcome.completed:
+                agents[agent] = [["add", slot, claim]]  # never happened (it fails or ends info)
+                continue
+            mops = [["retract", slot, f["object"]] for f in facts if f["superseded_by"] == claim]
+            agents[agent] = mops + [["add", slot, claim]]
+        order = sorted(facts, key=lambda f: CLAIMS_BY_OBJECT[f["object"]]["valid_from"])
+        final = [["current", slot, sorted(f["object"] for f in facts if f["status"] == "active")],
+                 ["history", slot, [f["object"] for f in order]]]
+        return {"setup": [["add", slot, "berlin"]], "agents": agents, "final": final}
+
     # -- what one agent does ------------------------------------------------------------------
     def run_call(self, mem, what: tuple) -> Any:
         if not self.fixed:
