@@ -246,3 +246,37 @@ def test_sodamem_recorded_by_four_processes_shows_two_current_and_the_fix_never_
             assert "double-supersede" in _checked(out)["anomaly_types"]
             return
     pytest.fail("six rounds of 240 SodaMem ops never read two current places")
+
+
+@pytest.mark.slow
+@pytest.mark.db
+def test_tokis_write_path_recorded_by_four_processes_racy_variant_shows_two_current_the_fixed_one_never(tmp_path):
+    """lww at RC without the re-read guard: two current claims within the first few ops (after 9-13
+    ops in three recordings here); the fixed path (guard and slot lock) valid over the same 800."""
+    runs = {}
+    for name, who in (("fixed", ["--engine", "toki"]),
+                      ("racy", ["--engine-module", "toki.engines.toki_engine:recorded_lww_unguarded"])):
+        out = tmp_path / f"{name}.jsonl"
+        rc, o, e = _toki("record", *who, "--processes", "4", "--clients", "2", "--ops", "100",
+                         "--mix", "add=4,recall=2,history=1", "--out", str(out))
+        assert rc == 0, (o, e)
+        _well_formed(_ops(out))
+        runs[name] = _checked(out)
+    assert runs["fixed"]["valid"] is True, runs["fixed"]["anomaly_types"]
+    assert "double-supersede" in runs["racy"]["anomaly_types"]
+
+
+@pytest.mark.slow
+@pytest.mark.db
+def test_langmem_on_postgres_recorded_by_four_processes_shows_the_double_supersede(tmp_path):
+    """LangMem's manager searches, asks its model, then removes and puts, each its own transaction:
+    two adds that overlap both remove the old memory and both insert (after 3-9 ops here)."""
+    pytest.importorskip("langmem")
+    pytest.importorskip("langgraph.store.postgres")
+    out = tmp_path / "h.jsonl"
+    rc, o, e = _toki("record", "--engine", "langmem-postgres", "--processes", "4", "--clients", "2", "--ops", "30",
+                     "--mix", "add=4,recall=2", "--out", str(out))
+    assert rc == 0, (o, e)
+    _well_formed(_ops(out))
+    assert _two_current(_ops(out)) > 0
+    assert "double-supersede" in _checked(out)["anomaly_types"]
