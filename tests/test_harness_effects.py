@@ -74,16 +74,16 @@ def test_a_c_driver_beside_a_controlled_call_over_tcp_is_refused():
 
 
 @pytest.mark.db
-@pytest.mark.xfail(strict=True, reason="the documented gap: a C driver's connection opened, used and closed between "
-                   "two steps leaves no descriptor for the scan and no Python event for the hook ('What the "
-                   "harness sees' in the engines docs)")
 def test_a_c_driver_connection_opened_used_and_closed_between_two_steps_is_refused():
-    """The shape the harness does not see yet. Strict: the day it is refused, this test says so."""
+    """No descriptor is left for the scan and no Python socket for the audit hook: the kernel's
+    connect watch sees libpq's connect() on the agent's thread."""
     pytest.importorskip("psycopg2")
     if not _answers("127.0.0.1", 5432):
         pytest.skip("no PostgreSQL on 127.0.0.1:5432")
-    _refused("tests.plugins.mixed_paths:psycopg2_transient_counter", "--dsn",
-             "postgresql://postgres@127.0.0.1:5432/postgres", naming="psycopg2")
+    v = _refused("tests.plugins.mixed_paths:psycopg2_transient_counter", "--dsn",
+                 "postgresql://postgres@127.0.0.1:5432/postgres", naming="127.0.0.1:5432")
+    assert "agent A" in v["reason"] or "agent B" in v["reason"], v["reason"]
+    assert "below Python" in v["reason"] and " at /" in v["reason"], v["reason"]
 
 
 def test_a_python_socket_client_beside_a_controlled_call_is_refused_naming_thread_and_code():

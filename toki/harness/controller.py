@@ -36,6 +36,7 @@ import contextlib
 import contextvars
 import gc
 import inspect
+import itertools
 import sys
 import threading
 import time
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toki.errors import TokiError
+from toki.harness import connect_watch
 from toki.harness.decision import Action, AgentState, AgentView, decide
 from toki.harness.observers import OPENERS, DbSession, PgObserver
 from toki.harness.steps import ANYTHING, NOTHING, Footprint, StepKind, step_kind
@@ -296,6 +298,7 @@ class _Agent:
 
 
 _local = threading.local()
+_run_ids = (i & 0x7FFFFFFF or 1 for i in itertools.count(1))  # a run's id as the connect watch stores it
 _running: "Controller | None" = None  # the run in progress in this process, if any
 # Set while a granted call runs, in that thread (or asyncio task): a driver call it makes inside
 # is part of the same step. Per thread and task, not per agent: a library worker doing the
@@ -352,11 +355,12 @@ _POOL_PACKAGES = ("psycopg_pool",)  # their workers open and configure connectio
 
 def _plainly(fn: Callable[[], Any]) -> Any:
     """Run a call outside any schedule, the driver calls inside it with it (one call, one step)."""
-    token = _in_call.set(True)
+    token, was = _in_call.set(True), connect_watch.inside(True)
     try:
         return fn()
     finally:
         _in_call.reset(token)
+        connect_watch.inside(was)
 
 
 def _pool_thread() -> bool:
@@ -422,6 +426,7 @@ def act_for(ctl: "Controller | None", agent: _Agent | None = None) -> None:
     agent's own thread, or a library's worker doing that agent's request), or unbind it
     (``act_for(None)``). The one place the binding is written."""
     _local.agent = None if ctl is None else (ctl, agent)
+    connect_watch.working_for(0 if ctl is None else ctl.run_id)
 
 
 @contextlib.contextmanager
@@ -482,6 +487,9 @@ class Controller:
         self._settling = False  # a database wait may have ended: the watcher asks before the next decision
         self._progress = 0  # storage calls that completed (ok or failed); SQLITE_BUSY answers do not count
         self.db_sessions: dict[str, set[int]] = {}  # kind -> sessions of every connection the agents used
+        # Connects made below Python by this run's threads outside granted calls (connect_watch).
+        self.run_id = next(_run_ids)
+        self._connects_seen = 0
         bind = getattr(chooser, "bind", None)
         if callable(bind):  # a chooser that looks at what each agent is about to do (exploration)
             bind(self)
@@ -529,7 +537,7 @@ class Controller:
             raise
         while True:
             self._calling(agent, db)
-            token = _in_call.set(True)
+            token, was = _in_call.set(True), connect_watch.inside(True)
             try:
                 result = fn()
             except BaseException as e:
@@ -538,6 +546,7 @@ class Controller:
                 raise
             finally:
                 _in_call.reset(token)
+                connect_watch.inside(was)
             self._returned(agent, rec)
             return result
 
@@ -558,7 +567,7 @@ class Controller:
             rec = self._await_grant(agent, kind, detail, db, None, touches)
             while True:
                 self._calling(agent, db)
-                token = _in_call.set(True)
+                token, was = _in_call.set(True), connect_watch.inside(True)
                 try:
                     result = await fn()
                 except BaseException as e:
@@ -567,6 +576,7 @@ class Controller:
                     raise
                 finally:
                     _in_call.reset(token)
+                    connect_watch.inside(was)
                 self._returned(agent, rec)
                 return result
 
@@ -575,6 +585,7 @@ class Controller:
                      touches: Footprint | None) -> StepRecord:
         rec = StepRecord(-1, agent.name, step_kind(kind), detail, touches=touches)
         with self._mutex:
+            self._connects_checked(here=True)
             self._saw(db)
             agent.pending, agent.want_lock = rec, lock
             self._stop_and_wait(agent)
@@ -792,6 +803,45 @@ class Controller:
         a.granted, a.state = True, AgentState.RUNNING
         a.cv.notify()
 
+    def _connects_checked(self, here: bool = False) -> Unverifiable | None:
+        """(Under the mutex.) A connect this run's threads made below Python outside any granted
+        call, noted by the kernel since the last look, fails the run; ``here``: the calling thread is
+        the agent's own, on its way to its next call or its end, so the error is raised in it too."""
+        if connect_watch.noted() == self._connects_seen:
+            return None
+        self._connects_seen, seen = connect_watch.read(self._connects_seen)
+        if seen is None:
+            err = Unverifiable("more connects below Python were made than the harness can keep apart between two "
+                               "grants, so it cannot say which were this run's",
+                               fix="open connections in open(), not in every call")
+        else:
+            bad = [c for c in seen if c.run == self.run_id and not c.allowed and not connect_watch.intercepted(c.fd)]
+            if not bad:
+                return None
+            c = bad[0]
+            agent = next((a.name for a in self._agents.values() if a.thread is not None and a.thread.native_id == c.tid),
+                         None)
+            thread = next((t.name for t in threading.enumerate() if t.native_id == c.tid), f"thread id {c.tid}")
+            who = f"agent {agent} (thread {thread!r})" if agent else f"thread {thread!r}, working for an agent,"
+            if here:
+                seen_at = f"; it was next seen at {_where_waiting(threading.current_thread())}"
+            else:  # noticed from the watcher's thread: where that thread was then
+                t = next((t for t in threading.enumerate() if t.native_id == c.tid), None)
+                seen_at = f"; it was at {_where_waiting(t)} when this was noticed" if t is not None else ""
+            err = Unverifiable(
+                f"{who} connected to {c.address} from code below Python (its connect() system call, seen by the "
+                "kernel: a C-extension driver or native client the harness does not intercept), outside any "
+                "storage call the harness grants" + seen_at
+                + ": no interleaving toki runs can split what that connection does, so a verdict would rest "
+                "on effects nobody scheduled",
+                fix="reach storage through sqlite3, psycopg 3, PyMySQL or files under the run's folder (the "
+                    "location open() gets); a driver toki does not intercept (psycopg2, a native client) cannot "
+                    "be certified (see 'What the harness sees' in the engines docs)")
+        self._fail(err)
+        if here:
+            raise err
+        return err
+
     def _fail(self, e: BaseException) -> None:
         if self._failure is None:
             self._failure = e
@@ -813,11 +863,17 @@ class Controller:
         _running = self
         for a in self._agents.values():
             a.thread = threading.Thread(target=self._agent_main, args=(a,), name=f"toki-agent-{a.name}", daemon=True)
-            a.thread.start()
+        self._connects_seen = connect_watch.noted()
+        # Started from the watch's filtered thread: a connect below Python on them (or on any
+        # thread they start) is seen by the kernel (connect_watch).
+        connect_watch.start([a.thread for a in self._agents.values()])
         if not self._agents:
             self._finished = True
         try:
             self._watch()
+            with self._mutex:
+                if self._failure is None:
+                    self._connects_checked()
         finally:
             _running = None
             _local.harness = was_harness
@@ -850,6 +906,8 @@ class Controller:
                             f"agent {who.name if who else '?'}'s database wait neither ended nor stayed a wait within "
                             f"{self.step_limit_s:g} s", fix="the engine hangs here; raise the step limit if it is only slow")
                     continue
+                if self._connects_checked() is not None:
+                    return
                 h = self._holder
                 in_db = h is not None and h.in_step and h.db is not None
                 in_python = h is not None and not h.in_step and not h.handoff_wait
@@ -957,6 +1015,8 @@ class Controller:
             result = a.fn()
             if inspect.isawaitable(result):  # a coroutine agent: its own loop, in its own thread
                 result = asyncio.run(_await(result))
+            with self._mutex:
+                self._connects_checked(here=True)
             a.result = result
         except _Abandoned as e:
             a.error = e

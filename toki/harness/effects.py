@@ -41,6 +41,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from toki.harness import connect_watch
 from toki.harness import controller as _ctl
 
 # -- who is acting, and where ---------------------------------------------------------------------
@@ -76,6 +77,7 @@ def _stop(me, what: str) -> None:
 _location: Path | None = None  # the run's folder while a trial's hooks are installed
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _ALLOWED_PREFIXES = ("/dev/", "/proc/", "/sys/")
+_WATCH_TABLE = f"/memfd:{connect_watch.TABLE}"  # the harness's own, shared with the connect watch's supervisor
 
 
 def _outside(path) -> str | None:
@@ -368,7 +370,7 @@ class DescriptorScan:
                         fix="use psycopg 3, PyMySQL or sqlite3 for the engine's storage, or connect over TCP so "
                             "that toki can at least see that it was used")
             elif link.startswith("/") and not link.startswith(_ALLOWED_PREFIXES) and not (
-                    link == self.root or link.startswith(self.root + os.sep)):
+                    link == self.root or link.startswith(self.root + os.sep)) and not link.startswith(_WATCH_TABLE):
                 # Only a descriptor that can write: one open for reading changes nothing, and a
                 # thread of a host process (a Dask worker formatting a traceback) opens sources
                 # for reading at any moment.

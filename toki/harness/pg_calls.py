@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 
+from toki.harness import connect_watch
 from toki.harness.controller import controlled, controlled_async
 from toki.harness.observers import DbSession, pg_where
 from toki.harness.sqlite_calls import database_footprint, describe_sql, sql_kind, statement_footprint, with_params
@@ -100,6 +101,34 @@ def _wrap_txn_async(orig, kind: str):
     return call
 
 
+def _wrap_connect(orig):
+    # Opening a connection is no storage call (no step), but libpq's connect() is one below
+    # Python: marked, so the kernel's watch knows it for the intercepted driver's (connect_watch).
+    func = orig.__func__
+
+    def connect(cls, *args, **kwargs):
+        was = connect_watch.inside(True)
+        try:
+            return func(cls, *args, **kwargs)
+        finally:
+            connect_watch.inside(was)
+    connect.__wrapped__ = func
+    return classmethod(connect)
+
+
+def _wrap_connect_async(orig):
+    func = orig.__func__
+
+    async def connect(cls, *args, **kwargs):
+        was = connect_watch.inside(True)
+        try:
+            return await func(cls, *args, **kwargs)
+        finally:
+            connect_watch.inside(was)
+    connect.__wrapped__ = func
+    return classmethod(connect)
+
+
 @contextlib.contextmanager
 def installed():
     try:
@@ -113,11 +142,16 @@ def installed():
                                         _wrap_txn_async, _wrap_wait_async)):
         patches += [(cur, "execute", wrap), (cur, "executemany", wrap), (conn, "execute", wrap), (conn, "wait", wait)]
         patches += [(conn, name, lambda orig, name=name, txn=txn: txn(orig, name)) for name in ("commit", "rollback")]
+    patches += [(psycopg.Connection, "connect", _wrap_connect), (psycopg.AsyncConnection, "connect", _wrap_connect_async)]
     saved = []
     for cls, name, wrapper in patches:
         orig = cls.__dict__[name]
         saved.append((cls, name, orig))
         setattr(cls, name, wrapper(orig))
+    # psycopg.connect is Connection.connect as bound at import: the module's name gets the marked one too.
+    if psycopg.__dict__.get("connect") is not None:
+        saved.append((psycopg, "connect", psycopg.__dict__["connect"]))
+        psycopg.connect = psycopg.Connection.connect
     try:
         yield
     finally:

@@ -1,0 +1,94 @@
+"""The connect watch's supervisor: a process of its own, answering the kernel's seccomp
+notifications for the threads of the process that started it (see :mod:`.connect_watch`).
+
+A process, not a thread: the thread making the ``connect`` may hold the GIL (libpq resolves
+the user name with it held), so a supervisor that needed that GIL could never answer it. This
+file is run by path with ``python -I -S`` and imports nothing of toki's. It answers every
+notification with "go on" and, for a thread marked as working for a run outside any granted
+call, copies the address into the shared table first.
+
+argv: listener fd, table fd, pid_max, ring size, address width, parent pid.
+"""
+
+import ctypes
+import fcntl
+import mmap
+import os
+import select
+import struct
+import sys
+
+_NOTIF_RECV, _NOTIF_SEND = 0xC0502100, 0xC0182101
+_CONTINUE = 1
+_PR_SET_PDEATHSIG = 1
+
+
+def layout(pid_max: int, ring: int, width: int) -> dict[str, tuple[int, int]]:
+    """Offsets and sizes of the shared table's parts (the watch maps the same)."""
+    parts, off = {}, 0
+    for name, size in (("count", 8), ("owner", 4 * (pid_max + 1)), ("inside", pid_max + 1),
+                       ("events", 8 * 4 * ring), ("addrs", width * ring)):
+        off = (off + 63) // 64 * 64
+        parts[name] = (off, size)
+        off += size
+    parts["total"] = (0, off)
+    return parts
+
+
+def main(listener: int, table_fd: int, pid_max: int, ring: int, width: int, parent: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0)  # gone with the thread that started it
+    if os.getppid() != parent:
+        return
+    parts = layout(pid_max, ring, width)
+    table = mmap.mmap(table_fd, parts["total"][1])
+    view = memoryview(table)
+
+    def part(name, fmt):
+        off, size = parts[name]
+        return view[off:off + size].cast(fmt)
+
+    count, owner, inside = part("count", "q"), part("owner", "i"), part("inside", "B")
+    events, addrs = part("events", "q"), part("addrs", "B")
+    readv = libc.process_vm_readv
+    readv.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong)
+    readv.restype = ctypes.c_ssize_t
+    buf = (ctypes.c_ubyte * width)()
+    local = (ctypes.c_uint64 * 2)(ctypes.addressof(buf), 0)
+    remote = (ctypes.c_uint64 * 2)(0, 0)
+    notif, resp = bytearray(80), bytearray(24)
+    waiter = select.poll()
+    waiter.register(listener, select.POLLIN)
+    while True:
+        for _fd, ev in waiter.poll():
+            if ev & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+                return  # every watched thread is gone, or the process is
+        notif[:] = bytes(80)
+        try:
+            fcntl.ioctl(listener, _NOTIF_RECV, notif, True)
+        except OSError:
+            continue  # the caller was interrupted and gave the call up
+        nid, tid = struct.unpack_from("QI", notif, 0)
+        fd, address, length = struct.unpack_from("QQQ", notif, 32)
+        if 0 < tid <= pid_max and owner[tid] and not inside[tid]:
+            n = count[0]
+            slot = n % ring
+            length = min(length & 0xFFFFFFFF, width)
+            ctypes.memset(buf, 0, width)
+            local[1], remote[0], remote[1] = length, address, length
+            # The caller's own memory, read through the kernel: a bad pointer is an error here
+            # (the call itself then fails with EFAULT), never a crash.
+            got = readv(tid, local, 1, remote, 1, 0)
+            events[4 * slot:4 * slot + 4] = memoryview(struct.pack("4q", tid, owner[tid], fd & 0xFFFFFFFF,
+                                                                   max(got, 0))).cast("q")
+            addrs[width * slot:width * (slot + 1)] = memoryview(bytes(buf)).cast("B")
+            count[0] = n + 1
+        struct.pack_into("QqiI", resp, 0, nid, 0, 0, _CONTINUE)
+        try:
+            fcntl.ioctl(listener, _NOTIF_SEND, resp, True)
+        except OSError:
+            pass  # the caller is gone
+
+
+if __name__ == "__main__":
+    main(*map(int, sys.argv[1:7]))
