@@ -86,6 +86,68 @@ def test_a_c_driver_connection_opened_used_and_closed_between_two_steps_is_refus
     assert "below Python" in v["reason"] and " at /" in v["reason"], v["reason"]
 
 
+def test_a_connect_made_straight_through_libc_between_two_calls_is_refused():
+    """No driver and no Python socket call: ctypes calls libc's connect() on the agent's thread."""
+    v = _refused("tests.plugins.mixed_paths:ctypes_connect_counter", naming="127.0.0.1:")
+    assert "below Python" in v["reason"] and "mixed_paths.py" in v["reason"], v["reason"]
+    rc, v = _verdict("tests.plugins.mixed_paths:ctypes_connect_counter", "--exhaustive", "2", "--scenario", "log")
+    assert (rc, v["verdict"]) == (1, "unverifiable") and "below Python" in v["reason"], v
+
+
+@pytest.mark.db
+def test_a_c_driver_connection_on_a_thread_the_agent_starts_is_refused():
+    pytest.importorskip("psycopg2")
+    if not _answers("127.0.0.1", 5432):
+        pytest.skip("no PostgreSQL on 127.0.0.1:5432")
+    v = _refused("tests.plugins.mixed_paths:psycopg2_worker_counter", "--dsn",
+                 "postgresql://postgres@127.0.0.1:5432/postgres", naming="127.0.0.1:5432")
+    assert "a thread an agent started" in v["reason"], v["reason"]
+
+
+@pytest.mark.db
+def test_the_intercepted_drivers_own_connects_are_no_effect_even_when_bound_at_import(toki_server):
+    """psycopg 3 (every statement a step) with ``from psycopg import connect`` bound before any
+    hook and a connection per call: certified, not refused for the connects."""
+    rc, v = _verdict("tests.plugins.mixed_paths:psycopg3_bound_connect_counter", "--exhaustive", "2",
+                     "--dsn", toki_server.dsn)
+    assert (rc, v["verdict"], v["search"]["complete"]) == (0, "excludes", True), v
+    assert "unwatched" not in v["search"], v
+
+
+def test_a_process_that_cannot_watch_connects_says_so_with_its_certificate():
+    """Without the kernel's watch (here switched off) a C client's connect is not seen: the
+    certificate carries that limit in its search object and its guarantee, never silently."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TOKI_CONNECT_WATCH": "off"}
+    out = subprocess.run([sys.executable, "-c", "import sys; from toki.cli import entry; entry()", "certify",
+                          "--engine-module", "tests.plugins.mixed_paths:ctypes_connect_counter", "--scenario", "log",
+                          "--exhaustive", "2", "--step-limit", "5", "--json", "-"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    (v,) = json.loads(out.stdout)["verdicts"]
+    assert (out.returncode, v["verdict"], v["search"]["unwatched"]) == (0, "excludes", "TOKI_CONNECT_WATCH=off"), v
+    assert "not watched" in v["search"]["guarantee"], v
+
+
+@pytest.mark.parametrize("raw, says, allowed", [
+    (b"\x02\x00\x15\x38\x7f\x00\x00\x01" + bytes(8), "127.0.0.1:5432", False),
+    (b"\x02\x00\x00\x35\x0a\x00\x00\x01" + bytes(8), "10.0.0.1:53", True),
+    (b"\x0a\x00\x15\x38" + bytes(4) + bytes(15) + b"\x01" + bytes(4), "[::1]:5432", False),
+    (b"\x01\x00/var/run/postgresql/.s.PGSQL.5432\x00", "/var/run/postgresql/.s.PGSQL.5432", False),
+    (b"\x01\x00/var/run/nscd/socket\x00", "nscd", True),
+    (b"\x01\x00\x00toki-abstract\x00", "@toki-abstract", False),
+    (b"\x10\x00" + bytes(10), "family 16", True),
+    (b"", "unreadable", False),
+])
+def test_a_connects_address_is_named_and_only_name_service_lookups_pass(raw, says, allowed):
+    from toki.harness.connect_watch import describe
+
+    text, ok = describe(raw)
+    assert says in text and ok is allowed, (text, ok)
+
+
 def test_a_python_socket_client_beside_a_controlled_call_is_refused_naming_thread_and_code():
     pytest.importorskip("redis")
     if not _answers("127.0.0.1", 6379):

@@ -6,7 +6,15 @@ never certify them ("excludes", exit 0), whatever it controls besides.
   of a counter through psycopg2 (libpq in C, which toki does not intercept) on the run's PostgreSQL;
 - ``redis_counter``: the same audit row, then GET and SET through redis-py (a Python socket);
 - ``lmdb_counter``: one controlled log line in the run's folder, then a read-modify-write in an
-  LMDB environment (a native writer, memory-mapped) kept outside the run's folder.
+  LMDB environment (a native writer, memory-mapped) kept outside the run's folder;
+- ``psycopg2_transient_counter``: psycopg2 connection opened, used and closed inside each call;
+  ``psycopg2_worker_counter``: the same done by a thread the agent starts and joins;
+- ``ctypes_connect_counter``: a connect() made straight through libc (no Python socket, no driver)
+  to a server the plug-in listens with, between two controlled calls.
+
+And one that toki must not refuse: ``psycopg3_bound_connect_counter``, psycopg 3 (intercepted)
+with ``from psycopg import connect`` bound at import, a connection per call, the counter read
+``FOR UPDATE``.
 """
 
 from __future__ import annotations
@@ -275,3 +283,141 @@ class RaisingDetector:
 
 def raising_detector():
     return RaisingDetector()
+
+
+class Psycopg2WorkerCounter(Psycopg2TransientCounter):
+    """The transient psycopg2 read-modify-write done by a thread the agent starts and joins (an
+    engine's own worker, made in the call)."""
+
+    name = "psycopg2-worker-counter"
+
+    def call(self, handle, agent):
+        import threading
+
+        _audit(handle[0], agent)
+        t = threading.Thread(target=self._add_one)
+        t.start()
+        t.join()
+
+    def _add_one(self):
+        import psycopg2
+
+        conn = psycopg2.connect(self.dsn)
+        try:
+            with conn, conn.cursor() as cur:
+                cur.execute("select n from toki_p2_counter where id = 1")
+                n = cur.fetchone()[0]
+                cur.execute("update toki_p2_counter set n = %s where id = 1", (n + 1,))
+        finally:
+            conn.close()
+
+
+def psycopg2_worker_counter():
+    return Psycopg2WorkerCounter()
+
+
+class CtypesConnectCounter:
+    """A counter in the run's folder (controlled), and between its read and its write a connect()
+    made through libc to a server the plug-in listens with: what a C extension's client does."""
+
+    name, version, executed = "ctypes-connect-counter", "1.0", "real"
+
+    def __init__(self):
+        import socket
+
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.scenarios = {
+            "increment": Scenario("increment", "two agents add one", ("A", "B"), self.call, setup=self.setup,
+                                  detectors=(_LOST,)),
+            # Race-free in what toki controls (one append each): only the connect is wrong with it.
+            "log": Scenario("log", "two agents each append a line and connect", ("A", "B"), self.log,
+                            setup=self.setup, detectors=(Detector("lost-line", lambda st, err: [] if st["lines"] == 2
+                                                                  else [f"{st['lines']} lines"]),))}
+
+    def open(self, location):
+        return Path(location)
+
+    def close(self, folder) -> None:
+        pass
+
+    def setup(self, folder) -> None:
+        (folder / "n.txt").write_text("0")
+
+    def state(self, folder):
+        log = folder / "log.txt"
+        return {"n": int((folder / "n.txt").read_text() or -1),
+                "lines": len(log.read_text().splitlines()) if log.exists() else 0}
+
+    def log(self, folder, agent):
+        with open(folder / "log.txt", "a") as f:
+            f.write(f"{agent}\n")
+        self._connect()
+
+    def call(self, folder, agent):
+        n = int((folder / "n.txt").read_text())
+        self._connect()
+        (folder / "n.txt").write_text(str(n + 1))
+
+    def _connect(self):
+        import ctypes
+        import socket
+        import struct
+
+        s = socket.socket()
+        try:
+            addr = struct.pack("!HH4s8x", socket.AF_INET, self.port, socket.inet_aton("127.0.0.1"))
+            addr = struct.pack("H", socket.AF_INET) + addr[2:]  # sa_family in host order
+            ctypes.CDLL(None).connect(s.fileno(), ctypes.c_char_p(addr), len(addr))
+        finally:
+            s.close()
+
+
+def ctypes_connect_counter():
+    return CtypesConnectCounter()
+
+
+class Psycopg3BoundConnectCounter:
+    """psycopg 3 with ``connect`` bound at import, one connection per call, the counter read FOR
+    UPDATE: correct, and every statement a step; its connects are the intercepted driver's."""
+
+    name, version, executed = "psycopg3-bound-connect-counter", "1.0", "real"
+    storage_in_location = False
+
+    def __init__(self):
+        self.dsn = None
+        self.scenarios = {"increment": Scenario("increment", "two agents each add one to n", ("A", "B"), self.call,
+                                                setup=self.setup, detectors=(_LOST,))}
+
+    def use_dsn(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def open(self, location):
+        return Path(location)
+
+    def close(self, handle) -> None:
+        pass
+
+    def setup(self, handle) -> None:
+        with _bound_connect(self.dsn, autocommit=True) as conn:
+            conn.execute("create table if not exists toki_p3_counter (id int primary key, n int)")
+            conn.execute("insert into toki_p3_counter values (1, 0) on conflict (id) do update set n = 0")
+
+    def state(self, handle):
+        with _bound_connect(self.dsn) as conn:
+            return {"n": conn.execute("select n from toki_p3_counter where id = 1").fetchone()[0]}
+
+    def call(self, handle, agent):
+        with _bound_connect(self.dsn) as conn:
+            n = conn.execute("select n from toki_p3_counter where id = 1 for update").fetchone()[0]
+            conn.execute("update toki_p3_counter set n = %s where id = 1", (n + 1,))
+
+
+def psycopg3_bound_connect_counter():
+    return Psycopg3BoundConnectCounter()
+
+
+try:
+    from psycopg import connect as _bound_connect  # bound before any hook: the shape under test
+except ImportError:  # pragma: no cover - psycopg 3 is a dependency
+    _bound_connect = None

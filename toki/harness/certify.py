@@ -26,6 +26,7 @@ import enum
 import time
 from dataclasses import dataclass, field, replace
 
+from toki.harness import connect_watch
 from toki.harness.controller import STEP_LIMIT_S, Unverifiable
 from toki.harness.findings import DesignFinding, Finding
 from toki.harness.loop import Searched, Strategy, run, timed
@@ -144,6 +145,13 @@ def certify(engine, scenario: str, strategy: Strategy, *, step_limit_s: float = 
             v.anomalies = [Finding("unverifiable", v.reason)]
             # whatever the search covered, it covered calls that cannot be judged: no certificate
             v.searched = replace(v.searched, complete=False, guarantee=f"none: {v.reason}")
+        why = connect_watch.unavailable()
+        if why is not None and v.decision is Decision.EXCLUDES:
+            # Said with the certificate, never dropped: an engine mixing a C driver's short-lived
+            # connection into its calls would not have been refused here.
+            v.searched = replace(v.searched, unwatched=why, guarantee=(
+                f"{v.searched.guarantee or 'no anomaly found'}; limit: connects made below Python (a C driver's "
+                f"connection opened and closed between two calls) were not watched ({why})"))
         v.elapsed_s = round(time.perf_counter() - t0, 3)
         return v
 

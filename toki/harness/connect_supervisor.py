@@ -70,7 +70,10 @@ def main(listener: int, table_fd: int, pid_max: int, ring: int, width: int, pare
             continue  # the caller was interrupted and gave the call up
         nid, tid = struct.unpack_from("QI", notif, 0)
         fd, address, length = struct.unpack_from("QQQ", notif, 32)
-        if 0 < tid <= pid_max and owner[tid] and not inside[tid]:
+        # Every filtered thread is an agent's or one an agent started: a thread working for nobody
+        # (an engine's own, started in a call) is noted too, as the run's (owner 0), when it is
+        # this process's; a child process's connects are its own business.
+        if 0 < tid <= pid_max and not inside[tid] and (owner[tid] or os.path.exists(f"/proc/{parent}/task/{tid}")):
             n = count[0]
             slot = n % ring
             length = min(length & 0xFFFFFFFF, width)

@@ -394,6 +394,9 @@ def thread_idle(native_id: int | None) -> tuple[bool, int] | None:
     return fields[0] in (b"S", b"D"), int(fields[11]) + int(fields[12])
 
 
+_UNKNOWN_PLACE = "an unknown place"
+
+
 def _where_waiting(thread: threading.Thread | None) -> str:
     frame = sys._current_frames().get(thread.ident) if thread is not None else None
     stdlib = threading.__file__.rsplit("/", 1)[0]
@@ -402,7 +405,7 @@ def _where_waiting(thread: threading.Thread | None) -> str:
             frame.f_code.co_filename.startswith(stdlib) and "-packages" not in frame.f_code.co_filename)):
         frame = frame.f_back  # the stdlib's own wait loop says nothing: name the caller
     if frame is None:
-        return "an unknown place"
+        return _UNKNOWN_PLACE
     return f"{frame.f_code.co_filename}:{frame.f_lineno} (in {frame.f_code.co_name})"
 
 
@@ -815,19 +818,22 @@ class Controller:
                                "grants, so it cannot say which were this run's",
                                fix="open connections in open(), not in every call")
         else:
-            bad = [c for c in seen if c.run == self.run_id and not c.allowed and not connect_watch.intercepted(c.fd)]
+            # Run 0: a thread an agent started that works for nobody, while this run is the one running.
+            bad = [c for c in seen if c.run in (self.run_id, 0) and not c.allowed and not connect_watch.intercepted(c.fd)]
             if not bad:
                 return None
             c = bad[0]
             agent = next((a.name for a in self._agents.values() if a.thread is not None and a.thread.native_id == c.tid),
                          None)
-            thread = next((t.name for t in threading.enumerate() if t.native_id == c.tid), f"thread id {c.tid}")
-            who = f"agent {agent} (thread {thread!r})" if agent else f"thread {thread!r}, working for an agent,"
-            if here:
-                seen_at = f"; it was next seen at {_where_waiting(threading.current_thread())}"
-            else:  # noticed from the watcher's thread: where that thread was then
-                t = next((t for t in threading.enumerate() if t.native_id == c.tid), None)
-                seen_at = f"; it was at {_where_waiting(t)} when this was noticed" if t is not None else ""
+            t = next((t for t in threading.enumerate() if t.native_id == c.tid), None)
+            thread = repr(t.name) if t is not None else f"id {c.tid}, since ended"
+            who = (f"agent {agent} (thread {thread})" if agent else f"a thread working for an agent ({thread})" if c.run
+                   else f"a thread an agent started ({thread})")
+            # Where the agent's thread was next seen (on its way to its next call), else where the
+            # thread that connected is now; nothing when neither is in code of the engine's.
+            where = _where_waiting(threading.current_thread() if here else t)
+            seen_at = "" if where == _UNKNOWN_PLACE else (
+                f"; it was next seen at {where}" if here else f"; it was at {where} when this was noticed")
             err = Unverifiable(
                 f"{who} connected to {c.address} from code below Python (its connect() system call, seen by the "
                 "kernel: a C-extension driver or native client the harness does not intercept), outside any "

@@ -107,7 +107,9 @@ class Searched:
     says nothing). ``shrinks`` counts the runs spent shrinking a found anomaly, ``anomalous`` the
     anomalous runs of a search that went on past the first (None: it stopped), ``shards`` the
     parts a sharded search was cut into, ``runs`` a replay's runs, ``detail`` what only one
-    strategy knows (a random search's tape and switching rate, PCT's steps and agents)."""
+    strategy knows (a random search's tape and switching rate, PCT's steps and agents),
+    ``unwatched`` why this process could not watch connects made below Python (the limit a
+    certificate from it carries; None: they were watched)."""
 
     strategy: Any
     found: TrialResult | None
@@ -122,6 +124,7 @@ class Searched:
     runs: tuple[TrialResult, ...] = ()
     detail: dict = field(default_factory=dict)
     elapsed_s: float = 0.0
+    unwatched: str | None = None
 
     @property
     def admits(self) -> bool:
@@ -149,6 +152,8 @@ class Searched:
             doc["out_of_time"] = self.out_of_time
         if self.shards > 1:
             doc["shards"] = self.shards
+        if self.unwatched is not None:
+            doc["unwatched"] = self.unwatched
         return doc
 
 
