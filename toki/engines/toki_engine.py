@@ -17,6 +17,7 @@ harness does not express; it stays with the contract suites.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -108,6 +109,26 @@ class TokiEngine(OnPostgres):
                 "cache": [list(c) for c in cache], "partition": [list(r) for r in part]}
 
 
+    # -- a trial as a memory history (toki.record.trial_history) -------------------------------
+    def memory_history(self, scenario: str, outcome) -> dict | None:
+        """The slot (alice, medication) as ``alice/medication``, a claim its object; the rule
+        scenarios add the pair's policy slot. The state says who wrote or closed what: an audit
+        row names its loser's fact id and both objects, a fact id names its agent (f_a: A, f_b:
+        B, f_0: the seed), and a provenance holds the token of every write merged into the row.
+        N2's scenarios (a partition's confidences and a cache, read by each transaction) have no
+        history: the state keeps the final rows, not what each transaction read."""
+        if not isinstance(outcome.state, dict) or "rows" not in outcome.state:
+            return None
+        if scenario.startswith("n2-"):
+            return None
+        if scenario.startswith("n1-"):
+            return _n1_history(outcome)
+        spec = _slot_history(outcome.state["rows"], _AGENT_FACTS.get(scenario, _TWO_WRITERS), outcome,
+                             seeded="empty-slot" not in scenario)
+        if spec is not None and scenario.startswith("rule-"):
+            _policy_history(spec, outcome.state["policies"], outcome)
+        return spec
+
     # -- toki record: worker processes writing through Store.write on one shared schema ----------
     # How a recorded add writes (Store.write's options). The default is the fixed write path: ⊕t at
     # its precondition RC with the re-read guard, plus the slot lock, since every recorded slot
@@ -139,6 +160,122 @@ class TokiEngine(OnPostgres):
         from toki.db.server import drop_schema
 
         drop_schema(self.server, self._record_schema(store))
+
+
+# -- a trial as a memory history: who wrote and closed what, read off the rows ------------------
+
+SLOT = "alice/medication"
+# scenario -> agent -> (fact id, object) of the fact it writes (default: the two-writer scenarios)
+_AGENT_FACTS: dict[str, dict[str, tuple[str, str]]] = {
+    "duplicate-lww-at-RC": {"A": ("f_a", "lee"), "B": ("f_b", "lee")},
+    "duplicate-evi-at-SI": {"A": ("f_a", "lee"), "B": ("f_b", "lee")},
+    "n3-audit-row": {"A": ("f_a", "lee")}, "n3-base": {"A": ("f_a", "lee")},
+    "rule-at-SR": {"A": ("f_a", "lee")}, "rule-at-SI": {"A": ("f_a", "lee")},
+}
+_TWO_WRITERS = {"A": ("f_a", "lee"), "B": ("f_b", "kim")}
+
+
+def _tokens(prov: str | None) -> set[str]:
+    return {t.strip()[2:] for t in (prov or "").split("+") if t.strip().startswith("x_")}
+
+
+def _slot_history(rows: list, facts: dict[str, tuple[str, str]], outcome, seeded: bool) -> dict | None:
+    """Each agent's op from the rows: it retracts the incumbents its write closed (an audit row
+    whose loser still has its current-kind row was written by the winner's write), adds its
+    claim, and retracts it at once when it lost as a newcomer (an audit row whose loser has no
+    current-kind row: only the newcomer's own write names it). A write merged into another
+    row as a duplicate confirmation (its token in that row's provenance, no row of its own)
+    read its claim current and added nothing. The final reads: the open current-kind rows, and
+    every claim the rows name in an order where each incumbent precedes the write that met it
+    (ties by fact id: two writes that never met are not ordered by the state)."""
+    current_rows = {r[1]: (r[2], r[3], bool(r[4])) for r in rows if r[0] == "current"}
+    agent_of = {fid: a for a, (fid, _) in facts.items()}
+    obj_of = {fid: obj for fid, (obj, _, _) in current_rows.items()}
+    obj_of.update({fid: obj for fid, obj in facts.values()})
+    mops: dict[str, list] = {a: [] for a in facts}
+    rejected: dict[str, list] = {}
+    before: list[tuple[str, str]] = []  # (earlier fact id, later fact id)
+    for kind, fid, obj, prov, _open in rows:
+        if kind != "audit":
+            continue
+        w = json.loads(obj)
+        loser = fid.split("::", 1)[1]
+        toks = _tokens(prov) - {loser}
+        winners = [f for f in toks if f in current_rows and current_rows[f][0] == w["winner"]]
+        if len(winners) != 1:
+            return None  # the state does not say which write met which
+        if loser in current_rows:  # the winner's write closed the incumbent
+            before.append((loser, winners[0]))
+            writer = agent_of.get(winners[0])
+            if writer is None:
+                return None
+            mops[writer].append(["retract", SLOT, w["loser"]])
+        else:  # a newcomer that lost at once
+            before.append((winners[0], loser))
+            writer = agent_of.get(loser)
+            if writer is None:
+                return None
+            rejected.setdefault(writer, []).append(loser)
+    merged = set().union(*(_tokens(p) for _, p, _ in current_rows.values())) if current_rows else set()
+    for agent, (fid, obj) in facts.items():
+        if fid in current_rows:
+            mops[agent].append(["add", SLOT, obj])
+        elif agent in rejected:
+            mops[agent] += [["add", SLOT, obj], ["retract", SLOT, obj]]
+        elif fid in merged and agent in outcome.completed:  # a duplicate confirmation
+            mops[agent] = [["current", SLOT, [obj]]]
+        else:  # no trace: it did not happen, or it was lost (the final history read says which)
+            mops[agent] = [["add", SLOT, obj]]
+    # the audit order: every fact id a row names, incumbents before the writes that met them
+    names = sorted(set(current_rows) | {f for fs in rejected.values() for f in fs})
+    order: list[str] = []
+    while len(order) < len(names):
+        ready = [f for f in names if f not in order and all(a in order for a, b in before if b == f)]
+        if not ready:
+            return None
+        order.append(ready[0])
+    final = [["current", SLOT, [obj_of[f] for f in order if f in current_rows and current_rows[f][2]]],
+             ["history", SLOT, [obj_of[f] for f in order]]]
+    return {"setup": [["add", SLOT, "park"]] if seeded else [], "agents": mops, "final": final}
+
+
+def _policy_history(spec: dict, policies: list, outcome) -> None:
+    """The rule scenarios' policy for the pair, as a slot whose claim is the policy's source
+    (A's write path installs "judge" when it finds none active, the administrator "admin"). A
+    completed call that installed nothing found the other's policy active."""
+    key = "f_0|f_a"
+    slot = f"policy/{key}"
+    rows = [p for p in policies if p[0] == key]
+    have = {p[3] for p in rows}
+    for agent, claim in (("A", "judge"), ("ADM", "admin")):
+        other = [p[3] for p in rows if p[2] and p[3] != claim]
+        if claim in have or agent not in outcome.completed or not other:
+            op = [["add", slot, claim]]
+        else:
+            op = [["current", slot, other]]
+        spec["agents"][agent] = op + spec["agents"].get(agent, [])
+    read = {agent: op[0][2] for agent, op in spec["agents"].items() if op and op[0][0] == "current" and
+            op[0][1] == slot}
+    names = sorted(have, key=lambda c: (0 if any(c in r for r in read.values()) else 1, c))
+    spec["final"] += [["current", slot, [p[3] for p in sorted(rows, key=lambda p: names.index(p[3])) if p[2]]],
+                      ["history", slot, names]]
+
+
+def _n1_history(outcome) -> dict | None:
+    """The two adjudications of (f_0 park, f_a lee) as decisions; the writes are left out: both
+    agents write the same fact f_a, which a history (a claim is its content) shows as one claim
+    added twice, whatever the serial order."""
+    observed = outcome.observed or {}
+    objects = {"f_0": "park", "f_a": "lee"}
+    question = f"{SLOT}: f_0 vs f_a"
+    agents = {}
+    for agent in ("A", "B"):
+        o = observed.get(agent)
+        if agent not in outcome.completed:
+            agents[agent] = [["decide", question, ["lee", "park"], None]]
+        elif isinstance(o, dict) and o.get("judged"):
+            agents[agent] = [["decide", question, ["lee", "park"], objects.get(o.get("winner"), o.get("winner"))]]
+    return {"agents": agents} if agents else None
 
 
 class TokiClient:
