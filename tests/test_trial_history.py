@@ -22,19 +22,35 @@ from toki.record.trial_history import trial_history, write_history
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
-# engine -> detector anomaly -> the checker's name for it (detectors the history can carry). A
-# detector marked ``always`` (a design property, found in serial runs too) is compared only when
-# the checker's counterpart is an invariant it reports in serial histories too (N3).
-CARRIED = {
-    "sodamem": {"double-supersede": "double-supersede"},
+# engine -> detector anomaly -> the checker's names for it (detectors the history can carry); a
+# scenario's own entry ("engine:scenario") overrides its engine's. A detector marked ``always`` (a
+# design property, found in serial runs too) is compared only when the checker's counterpart is
+# an invariant it reports in serial histories too (N3).
+CARRIED: dict[str, dict[str, tuple[str, ...]]] = {
+    "sodamem": {"double-supersede": ("double-supersede",)},
     # TOKI's write path: several current values of the slot (A5B below a precondition) and two
     # active policies for one pair (P3) are a current read holding two claims; the same claim
     # current twice is a duplicate insert; a committed write's token in no row is its claim
     # missing from the final history read (N3; P4 is never found in these runs); two
     # adjudications choosing differently is N1.
-    "toki": {"A5B": "double-supersede", "double-supersede": "double-supersede", "P3": "double-supersede",
-             "duplicate-insert": "duplicate-insert", "P4": "N3", "lost-update": "N3", "N3": "N3", "N1": "N1"},
+    "toki": {"A5B": ("double-supersede",), "double-supersede": ("double-supersede",),
+             "P3": ("double-supersede",), "duplicate-insert": ("duplicate-insert",), "P4": ("N3",),
+             "lost-update": ("N3",), "N3": ("N3",), "N1": ("N1",)},
+    # mem0: two UPDATEs from one old value are two calls that read the same text and replaced it
+    # (lost-update, its G-single-item cycle); an UPDATE after the DELETE of the value it read is
+    # the same cycle between the update and the delete; two copies of a text are a duplicate
+    # insert. both-current (always) is mem0's design: the user's memories are a multi-valued
+    # slot, where two current claims are no anomaly.
+    "mem0": {"duplicate-insert": ("duplicate-insert",), "lost-update": ("G-single-item", "lost-update"),
+             "stale-history": ("G-single-item", "lost-update")},
+    # the entity store's lost link: the final read holds B's memory but not B's link, which no
+    # serial order explains (G-single-item through the read's two slots: N2)
+    "mem0:reported-linked-ids-p4": {"lost-update": ("G-single-item", "N2")},
 }
+
+
+def _carried(engine, scenario) -> dict[str, tuple[str, ...]]:
+    return {**CARRIED[engine.name], **CARRIED.get(f"{engine.name}:{scenario.name}", {})}
 
 
 def _tapes(n: int) -> list[TapeChooser]:
@@ -69,8 +85,8 @@ def _agree(engine, scenario, trace, outcome, tmp_path, name) -> tuple[set, set]:
     ops = trial_history(engine, scenario, trace, outcome)
     assert ops is not None, f"{engine.name} has no memory history for {scenario.name}"
     res = _checked(tmp_path, name, ops)
-    carried = CARRIED[engine.name]
-    by_detectors = {carried[a] for a in _detected(scenario, outcome) if a in carried}
+    carried = _carried(engine, scenario)
+    by_detectors = {n for a in _detected(scenario, outcome) if a in carried for n in carried[a]}
     by_checker = set(res["anomaly_types"])
     if res["valid"] == "unknown" and scenario.name.startswith("n1-"):
         # one adjudication completed (the other agent's write of the same fact was refused): the
@@ -94,7 +110,8 @@ def _agree_on_runs(engine, scenario_name: str, tmp_path, tapes: int) -> dict:
             det, chk = _agree(engine, sc, trace, out, tmp_path, "serial-" + "-".join(order))
             assert det == chk, (order, det, chk)
             always = {d.anomaly for d in sc.detectors if getattr(d, "always", False)}
-            assert not (chk - {CARRIED[engine.name].get(a) for a in always}), (order, chk)
+            carried = _carried(engine, sc)
+            assert not (chk - {n for a in always for n in carried.get(a, ())}), (order, chk)
         for i, chooser in enumerate(_tapes(tapes)):
             trace, out = runner.run(chooser)
             det, chk = _agree(engine, sc, trace, out, tmp_path, f"tape-{i}")
@@ -166,3 +183,27 @@ def test_toki_n2_has_no_history():
 
     assert eng.memory_history("n2-at-SI", Out()) is None
     assert set(TOKI_SCENARIOS) | {"n2-at-SR", "n2-at-SI"} == set(eng.scenarios)
+
+
+# mem0 2.2.1: every scenario. The racy ones show their race in the seeded interleavings.
+MEM0_RACES = {"add-same-fact": "duplicate-insert", "add-same-fact-shared": "duplicate-insert",
+              "reported-duplicate-add": "duplicate-insert", "update-update": "lost-update",
+              "update-vs-delete": "lost-update", "reported-linked-ids-p4": "N2"}
+MEM0_SCENARIOS = ["add-same-fact", "add-same-fact-shared", "add-contradicting", "update-update", "update-vs-delete",
+                  "update-overwrites", "reported-duplicate-add", "reported-add-only-both-current",
+                  "reported-linked-ids-p4", "reported-love-hate-empty-store"]
+
+
+@pytest.mark.parametrize("scenario", MEM0_SCENARIOS)
+def test_mem0_serial_runs_and_interleavings_agree(tmp_path, scenario):
+    pytest.importorskip("mem0")
+    from toki.engines.registry import load_engine
+
+    eng = load_engine("mem0")
+    assert set(MEM0_SCENARIOS) == set(eng.scenarios)
+    try:
+        found = _agree_on_runs(eng, scenario, tmp_path, tapes=8)
+    finally:
+        eng.shutdown()
+    if scenario in MEM0_RACES:
+        assert any(MEM0_RACES[scenario] in f for f in found.values()), found

@@ -485,6 +485,20 @@ class Mem0Engine(OnPostgres):
             with contextlib.suppress(Exception):
                 drop_schema(self.server, schema)
 
+    def memory_history(self, scenario: str, outcome, returned: dict | None = None) -> dict | None:
+        """The trial as memory micro-ops (toki.record.trial_history): the add scenarios from
+        what each add returned (:func:`_add_history`), the update/delete ones from mem0's history
+        rows (:func:`_update_history`)."""
+        sc = self.scenarios.get(scenario)
+        plan = getattr(getattr(sc, "call", None), "plan", None)
+        state = outcome.state
+        if not plan or not isinstance(state, dict) or "memories" not in state:
+            return None
+        kinds = {p[0] for p in plan.values()}
+        if kinds == {"add"}:
+            return _add_history(plan, state, outcome, returned or {})
+        return _update_history(plan, state, outcome)
+
     def state(self, h: Mem0Handle) -> dict:
         mem = h.mem
         rows = mem.get_all(filters={"user_id": USER}, top_k=1000)["results"]
@@ -508,6 +522,91 @@ class Mem0Engine(OnPostgres):
                                                                      r.payload.get("linked_memory_ids", []))]
                                       for r in rows), key=canonical_key)
         return out
+
+
+# -- a trial as a memory history (toki.record.trial_history) -----------------------------------
+
+def _added_texts(state: dict) -> list[str]:
+    """The text of every ADD row, one per memory (a text inserted twice shows twice)."""
+    return [e[2] for _, events in state["history"] for e in events if e[0] == "ADD"]
+
+
+def _add_history(plan: dict, state: dict, outcome, returned: dict) -> dict | None:
+    """The add-only scenarios: the user's memories are one multi-valued slot, a claim a memory's
+    text. An add that inserted returns the memories it inserted (what says which call wrote which
+    copy: the state names a memory by its text only); a completed add that inserted nothing was
+    dropped by the MD5 check, which found its text in the search's rows: a current read of its
+    text (in these scenarios the only memory the store can hold then). The entity scenario adds
+    the entity's ``linked_memory_ids`` as the slot ``entity/NAME``: every add appends its
+    memory's label, and the final read is the list the entity store holds. The final reads are
+    current reads only: the state names memories by text with no insertion order (and sorts the
+    linked list), so a history read would assert an order of two adds the state does not hold
+    (mem0's store is ADD-only: a slot's history is its current list)."""
+    slot = USER
+    texts = {a: [t for t in EXTRACTIONS[m]] for a, (_, m) in plan.items()}
+    planned = {t for ts in texts.values() for t in ts}
+    seeds = [t for t in _added_texts(state) if t not in planned]
+    entities = {data: labels for data, labels in state.get("entities", [])}
+    agents: dict[str, list] = {}
+    for agent in plan:
+        if agent in outcome.completed:
+            if not isinstance(returned.get(agent), list):
+                return None  # the call's return does not say what it inserted
+            got = returned[agent]
+            dropped = [t for t in texts[agent] if t not in got]
+            mops = [["current", slot, dropped]] if dropped else []
+        else:
+            got, mops = texts[agent], []
+        mops += [["add", slot, t] for t in got]
+        for name in entities:
+            mops += [["add", f"entity/{name}", t] for t in got if f'"{name}"' in t]
+        agents[agent] = mops
+    final = [["current", slot, sorted(t for _, t in state["memories"])]]
+    setup = [["add", slot, t] for t in seeds]
+    for name, labels in sorted(entities.items()):
+        setup += [["add", f"entity/{name}", t] for t in seeds if f'"{name}"' in t]
+        final += [["current", f"entity/{name}", sorted(labels)]]
+    return {"setup": setup, "agents": agents, "final": final,
+            "multi_valued": [slot] + [f"entity/{n}" for n in entities]}
+
+
+def _update_history(plan: dict, state: dict, outcome) -> dict | None:
+    """The update/delete scenarios: the seeded memory is one single-valued slot named by the
+    text it was added with, a claim the text it holds. mem0's history rows say which call did
+    what: an UPDATE row (old, new) is the update to ``new`` (each agent's new text is its own),
+    which read ``old`` and replaced it; a DELETE row (old) is the delete, which read ``old`` and
+    removed it. A call with no row wrote nothing (it failed, or its write was lost: the final
+    reads say which). The final reads: the memory's text if ``get_all`` still returns it, and
+    the texts it held (the ADD's, then each UPDATE's new text, following old -> new; two UPDATEs
+    from one old value in agent order: the state's history has no order finer than that)."""
+    labels = {p[1] for p in plan.values()}
+    if len(labels) != 1:
+        return None
+    label = labels.pop()
+    slot = f"{USER}/{label}"
+    events = next((ev for lab, ev in state["history"] if lab == label), None)
+    if events is None:
+        return None
+    agents: dict[str, list] = {}
+    for agent, (op, _, *new) in plan.items():
+        if op == "update":
+            row = next((e for e in events if e[0] == "UPDATE" and e[2] == new[0]), None)
+            agents[agent] = ([["current", slot, [row[1]]], ["retract", slot, row[1]], ["add", slot, row[2]]]
+                             if row else [["current", slot, [label]], ["retract", slot, label], ["add", slot, new[0]]])
+        else:
+            row = next((e for e in events if e[0] == "DELETE"), None)
+            old = row[1] if row else label
+            agents[agent] = [["current", slot, [old]], ["retract", slot, old]]
+    held, ups = [label], [e for e in events if e[0] == "UPDATE"]
+    by_agent = [p[2] for p in plan.values() if p[0] == "update"]
+    ups.sort(key=lambda e: by_agent.index(e[2]) if e[2] in by_agent else len(by_agent))
+    while ups:
+        nxt = next((e for e in ups if e[1] == held[-1]), ups[0])
+        ups.remove(nxt)
+        held.append(nxt[2])
+    now = [t for lab, t in state["memories"] if lab == label]
+    return {"setup": [["add", slot, label]], "agents": agents,
+            "final": [["current", slot, now], ["history", slot, held]]}
 
 
 class Mem0Client:
@@ -574,6 +673,7 @@ def _perform(h: Mem0Handle, what: tuple):
 def _calls(plan: dict[str, tuple]):
     def call(h: Mem0Handle, agent: str):
         return _perform(h, plan[agent])
+    call.plan = plan  # what each agent calls, for the trial's memory history
     return call
 
 
@@ -762,6 +862,7 @@ def reported_linked_ids_p4(engine: Mem0Engine) -> Scenario:
     def call(h: Mem0Handle, agent: str):
         with entity_extraction():
             return _perform(h, plan[agent])
+    call.plan = plan
     return Scenario("reported-linked-ids-p4", "reported: the entity store's linked_memory_ids list is read, extended "
                     "and written back without a lock by two concurrent adds naming one entity (\"Dune\"); "
                     "serially it links all three memories (mem0 reaches it with spaCy: here a quoted-term stand-in)",

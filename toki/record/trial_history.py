@@ -15,7 +15,11 @@ What a trial has, and where each part of the history comes from:
   ``memory_history(scenario, outcome)`` returning ``{"setup": [micro-ops], "agents": {agent:
   [micro-ops]}, "final": [micro-ops], "multi_valued": [slots]}`` (or None for a scenario it cannot
   express): the seed as one ``ok`` op before every agent, each agent's micro-ops, and a read of the
-  store after the last call (what ``state()`` read, as ``current``/``history`` reads).
+  store after the last call (what ``state()`` read, as ``current``/``history`` reads). A hook that
+  also takes a keyword ``returned`` is given what each agent's call returned (the run's
+  ``RunTrace.results``: the agents whose call raised are absent), for an engine whose state does
+  not say which call wrote what but whose calls do (mem0's ``add`` returns the memories it
+  inserted).
 
 An engine (or scenario) without the hook has no history: :func:`trial_history` returns None and
 the caller says so; it never writes an empty history that would check as valid.
@@ -23,6 +27,7 @@ the caller says so; it never writes an empty history that would check as valid.
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -67,7 +72,14 @@ def trial_history(engine, scenario, trace, outcome) -> list[dict] | None:
     hook = optional(engine, "memory_history")
     if not callable(hook):
         return None
-    spec = hook(scenario.name, outcome)
+    try:
+        takes_returned = "returned" in inspect.signature(hook).parameters
+    except (TypeError, ValueError):
+        takes_returned = False
+    if takes_returned:
+        spec = hook(scenario.name, outcome, returned=dict(getattr(trace, "results", None) or {}))
+    else:
+        spec = hook(scenario.name, outcome)
     if spec is None:
         return None
     ops: list[dict] = []
