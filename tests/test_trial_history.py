@@ -46,6 +46,25 @@ CARRIED: dict[str, dict[str, tuple[str, ...]]] = {
     # the entity store's lost link: the final read holds B's memory but not B's link, which no
     # serial order explains (G-single-item through the read's two slots: N2)
     "mem0:reported-linked-ids-p4": {"lost-update": ("G-single-item", "N2")},
+    # LangMem: each call's read is the memory its model was shown (the judge's vote, the list it
+    # patched), so two calls that replaced one stale value are also a lost update (G2-item): the
+    # checker names what the detector names and that. A recall between the put of the new
+    # memory and the delete of the old one (N2 to the detector, which reads what R was told)
+    # is, in the history, a read holding two residences that no serial order explains
+    # (G-single-item, double-supersede). rejudged (always) is N1 in the checker too: two
+    # decisions on one read set, two answers.
+    "langmem": {"lost-update": ("G2-item", "lost-update"), "double-supersede": ("G2-item", "double-supersede",
+                                                                               "lost-update"),
+                "duplicate-insert": ("duplicate-insert", "lost-update"), "N1": ("N1",),
+                "N2": ("G-single-item", "double-supersede")},
+}
+# Where the checker finds what no detector of the scenario looks for (a finding, reported in
+# docs/memory-histories.md): engine:scenario -> what the checker names on those runs.
+CHECKER_ONLY: dict[str, set[str]] = {
+    # two PatchDocs of the one Berlin memory, each from Berlin: the later put overwrites the
+    # other's value unseen. The detector asks only whether two residences are current (never:
+    # one key), and the final state equals a serial order's, so the harness passes the run.
+    "langmem:double-patch": {"G2-item", "lost-update"},
 }
 
 
@@ -112,10 +131,11 @@ def _agree_on_runs(engine, scenario_name: str, tmp_path, tapes: int) -> dict:
             always = {d.anomaly for d in sc.detectors if getattr(d, "always", False)}
             carried = _carried(engine, sc)
             assert not (chk - {n for a in always for n in carried.get(a, ())}), (order, chk)
+        only = CHECKER_ONLY.get(f"{engine.name}:{scenario_name}", set())
         for i, chooser in enumerate(_tapes(tapes)):
             trace, out = runner.run(chooser)
             det, chk = _agree(engine, sc, trace, out, tmp_path, f"tape-{i}")
-            assert det == chk, (i, det, chk, out.state)
+            assert det == chk or (only and chk == det | only), (i, det, chk, out.state)
             found[i] = chk
     return found
 
@@ -207,3 +227,37 @@ def test_mem0_serial_runs_and_interleavings_agree(tmp_path, scenario):
         eng.shutdown()
     if scenario in MEM0_RACES:
         assert any(MEM0_RACES[scenario] in f for f in found.values()), found
+
+
+# LangMem on SQLite (the harness's default store): every scenario.
+LANGMEM_RACES = {"blind-put": "lost-update", "double-remember": "double-supersede", "double-patch": "lost-update",
+                 "duplicate-remember": "duplicate-insert", "rejudge": "N1"}
+LANGMEM_SCENARIOS = ["blind-put", "consolidation-vs-add", "ingestion-order", "double-remember", "double-patch",
+                     "duplicate-remember", "replace-overwrites", "recall-during-replace", "rejudge"]
+
+
+@pytest.mark.parametrize("scenario", LANGMEM_SCENARIOS)
+def test_langmem_serial_runs_and_interleavings_agree(tmp_path, scenario):
+    pytest.importorskip("langmem")
+    from toki.engines.registry import load_engine
+
+    eng = load_engine("langmem")
+    assert set(LANGMEM_SCENARIOS) == set(eng.scenarios)
+    found = _agree_on_runs(eng, scenario, tmp_path, tapes=8)
+    if scenario in LANGMEM_RACES:
+        assert any(LANGMEM_RACES[scenario] in f for f in found.values()), found
+
+
+def test_langmem_recall_between_put_and_delete_agrees(tmp_path):
+    """The N2 window is a few steps wide: the bounded search (one preemption) finds it; both name it."""
+    pytest.importorskip("langmem")
+    from toki.engines.registry import load_engine
+    from toki.harness.explore import explore
+
+    eng = load_engine("langmem")
+    with TrialRunner(eng, "recall-during-replace") as tr:
+        res = explore(tr, bound=1, max_runs=60, want=lambda r: any(a.anomaly == "N2" for a in r.anomalies))
+        assert res.found is not None
+        trace, out = tr.run(ReplayChooser(res.found.trace.grants))
+        det, chk = _agree(eng, tr.scenario, trace, out, tmp_path, "n2")
+    assert det == chk == {"G-single-item", "double-supersede"}, (det, chk)

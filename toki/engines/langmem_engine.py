@@ -373,6 +373,44 @@ class LangMemEngine(OnPostgres):
         items = h.store.search(NAMESPACE, limit=1000)
         return {"memories": sorted(_content(it.value) for it in items)}
 
+    # -- a trial as a memory history (toki.record.trial_history) -------------------------------
+    def memory_history(self, scenario: str, outcome, returned: dict | None = None) -> dict | None:
+        """Each of Alice's memory slots (residence, pets, music) as a single-valued slot
+        ``alice/SLOT``, a claim a memory's content (the pets list is one memory, patched whole).
+        The state holds contents only, no keys: what each call did comes from what it returned,
+        its puts and the judge's votes (:func:`_remember_mops`); a recall is a current read of
+        what it was told. The final reads are current reads only: the store keeps no earlier
+        version of a key and no trace of a removed one, so there is no audit history to read."""
+        sc = self.scenarios.get(scenario)
+        plan = getattr(getattr(sc, "call", None), "plan", None)
+        if not plan or not isinstance(outcome.state, dict) or "memories" not in outcome.state:
+            return None
+        returned = returned or {}
+        agents: dict[str, list] = {}
+        for agent, (op, *args) in plan.items():
+            got = returned.get(agent) if agent in outcome.completed else None
+            if op == "recall":
+                if got is None:
+                    agents[agent] = [["current", f"{USER}/{slot}", None] for slot in SLOTS if slot == "residence"]
+                else:
+                    agents[agent] = [["current", f"{USER}/residence",
+                                      sorted(m for m in got if _slot_of(m) == "residence")]]
+                continue
+            results = got if isinstance(got, list) else [got] * len(args) if len(args) == 1 else [None] * len(args)
+            mops: list = []
+            for utterance, res in zip(args, results):
+                mine = _remember_mops(utterance, res)
+                if mine is None:
+                    return None
+                mops += mine
+            agents[agent] = mops
+        seeds = getattr(sc.setup, "seeds", ())
+        setup = [["add", f"{USER}/{UTTERANCES[u][0]}", _render(UTTERANCES[u][0], [UTTERANCES[u][1]])] for u in seeds]
+        slots = sorted({UTTERANCES[u][0] for u in seeds} | {UTTERANCES[a][0] for _, *args in plan.values()
+                                                             for a in args if a in UTTERANCES} | {"residence"})
+        final = [["current", f"{USER}/{slot}", _slot_memories(outcome.state, slot)] for slot in slots]
+        return {"setup": setup, "agents": agents, "final": final}
+
     # -- one agent's call ----------------------------------------------------------------------
     def remember(self, h: _Handle, agent: str, text: str, *, deletes: bool = False,
                  judge: JudgeFactory | None = None) -> dict:
@@ -442,6 +480,45 @@ class LangMemEngine(OnPostgres):
         from toki.db.server import drop_schema
 
         drop_schema(self.server, self._record_schema(store))
+
+
+def _remember_mops(utterance: str, res: dict | None) -> list | None:
+    """One ``remember`` call as micro-ops, from what it returned. The model was shown the slot's
+    memory and answered by the utterance's kind: a replace asks the judge, whose vote names the
+    memory it read (``stored``) and whether the new value won (then it removed or patched the
+    stored one: retract, add); a list item patches the list it read, which is the list it put
+    without its item; a slot with no memory shown gets a new memory (it read none); no tool call
+    and no vote means the value was already there (it read it). A call that did not return (it
+    failed) is its planned add, with no read."""
+    slot, value, how = UTTERANCES[utterance]
+    s = f"{USER}/{slot}"
+    new = _render(slot, [value])
+    if res is None:
+        return [["add", s, new]]
+    puts = [p for p in res.get("puts", []) if _slot_of(p) == slot]
+    votes = [v for v in res.get("votes", []) if _slot_of(v["stored"]) == slot]
+    if len(puts) > 1 or len(votes) > 1:
+        return None  # more than one memory of the slot written or judged: not what these scenarios do
+    out: list = []
+    if votes:
+        v = votes[0]
+        out.append(["decide", f"{s}: {v['stored']} | {v['new']}", sorted([v["stored"], v["new"]]),
+                    v["new"] if v["new_wins"] else v["stored"]])
+        out.append(["current", s, [v["stored"]]])
+        if v["new_wins"]:
+            if puts != [v["new"]]:
+                return None
+            out += [["retract", s, v["stored"]], ["add", s, v["new"]]]
+        return out
+    if not puts:
+        return [["current", s, [new]]] if how == "replace" else None
+    put = puts[0]
+    if how == "extend":
+        have = _values(put, slot)
+        if value in have and len(have) > 1:
+            read = _render(slot, [x for x in have if x != value])
+            return [["current", s, [read]], ["retract", s, read], ["add", s, put]]
+    return [["current", s, []], ["add", s, put]]
 
 
 class LangMemClient:
@@ -554,6 +631,7 @@ def _scenarios(engine: LangMemEngine) -> dict[str, Scenario]:
         def setup(h):
             for t in texts:
                 engine.remember(h, "setup", t)
+        setup.seeds = texts
         return setup
 
     def calls(plan: dict[str, tuple], **kw):
@@ -563,6 +641,7 @@ def _scenarios(engine: LangMemEngine) -> dict[str, Scenario]:
                 return engine.recall(h, args[0])
             return [engine.remember(h, agent, a, **kw) for a in args] if len(args) > 1 else \
                 engine.remember(h, agent, args[0], **kw)
+        call.plan = plan  # what each agent says, for the trial's memory history
         return call
 
     sc = [
