@@ -94,6 +94,16 @@ def test_a_connect_made_straight_through_libc_between_two_calls_is_refused():
     assert (rc, v["verdict"]) == (1, "unverifiable") and "below Python" in v["reason"], v
 
 
+def test_a_connect_below_python_by_a_worker_made_in_open_is_refused_without_a_traceback(capfd):
+    """The engine's worker, started in open() (not from an agent, so not filtered at birth), does
+    each agent's request: it is filtered when it first does one, and its connect is seen."""
+    for scenario in ("log", "increment"):
+        rc, v = _verdict("tests.plugins.mixed_paths:ctypes_worker_counter", "--exhaustive", "2", "--scenario", scenario)
+        assert (rc, v["verdict"]) == (1, "unverifiable"), v
+        assert "a thread working for an agent" in v["reason"] and "below Python" in v["reason"], v["reason"]
+    assert "Traceback" not in capfd.readouterr().err
+
+
 @pytest.mark.db
 def test_a_c_driver_connection_on_a_thread_the_agent_starts_is_refused():
     pytest.importorskip("psycopg2")

@@ -421,3 +421,50 @@ try:
     from psycopg import connect as _bound_connect  # bound before any hook: the shape under test
 except ImportError:  # pragma: no cover - psycopg 3 is a dependency
     _bound_connect = None
+
+
+class CtypesWorkerCounter(CtypesConnectCounter):
+    """The libc connect() made by the engine's own worker thread, started in open() (before any
+    agent runs, so not a thread an agent started) and fed through a queue made there: the
+    request-queue-worker shape, where the worker does each agent's request as that agent."""
+
+    name = "ctypes-worker-counter"
+
+    def open(self, location):
+        import queue
+        import threading
+
+        q: queue.Queue = queue.Queue()
+
+        def work():
+            while True:
+                item = q.get()
+                if item is None:
+                    return
+                item()
+
+        t = threading.Thread(target=work, daemon=True)
+        t.start()
+        return Path(location), q, t
+
+    def close(self, handle) -> None:
+        handle[1].put(None)
+        handle[2].join(5)
+
+    def setup(self, handle) -> None:
+        super().setup(handle[0] if isinstance(handle, tuple) else handle)
+
+    def state(self, handle):
+        return super().state(handle[0] if isinstance(handle, tuple) else handle)
+
+    def log(self, handle, agent):
+        folder, q, _ = handle
+        q.put(lambda: CtypesConnectCounter.log(self, folder, agent))
+
+    def call(self, handle, agent):
+        folder, q, _ = handle
+        q.put(lambda: CtypesConnectCounter.call(self, folder, agent))
+
+
+def ctypes_worker_counter():
+    return CtypesWorkerCounter()

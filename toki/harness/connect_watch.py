@@ -34,6 +34,7 @@ import ctypes
 import os
 import platform
 import queue
+import socket
 import struct
 import threading
 from dataclasses import dataclass
@@ -105,6 +106,8 @@ class _Watch:
         self.events = part("events", np.int64, (_EVENTS, 4))  # tid, run, fd, address length
         self.addrs = part("addrs", np.uint8, (_EVENTS, _ADDR))
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._filter_args = (seccomp_nr, connect_nr, arch)
+        self._channel_lock = threading.Lock()
         ready: queue.SimpleQueue = queue.SimpleQueue()
         script = connect_supervisor.__file__
         self._starter = threading.Thread(
@@ -123,14 +126,18 @@ class _Watch:
         try:
             listener = _install_filter(*filter_args)
             script, pid_max = supervisor_args
+            # The channel on which a thread that filters itself later hands its listener over.
+            self._channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 # Started from this thread, so that it ends with it (PR_SET_PDEATHSIG): with the process.
                 proc = subprocess.Popen(
                     [sys.executable, "-I", "-S", script, str(listener), str(self._table_fd), str(pid_max),
-                     str(_EVENTS), str(_ADDR), str(os.getpid())], pass_fds=(listener, self._table_fd),
+                     str(_EVENTS), str(_ADDR), str(os.getpid()), str(theirs.fileno())],
+                    pass_fds=(listener, self._table_fd, theirs.fileno()),
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
             finally:
                 os.close(listener)  # the supervisor's copy only: if it dies, a connect fails (ENOSYS), never hangs
+                theirs.close()
             # Under Yama's ptrace_scope=1 the supervisor may read this process's memory only when allowed.
             ctypes.CDLL(None).prctl(_PR_SET_PTRACER, proc.pid, 0, 0, 0)
             ready.put(proc)
@@ -145,6 +152,16 @@ class _Watch:
                 done.put(None)
             except BaseException as e:  # noqa: BLE001 - reported to the thread that asked
                 done.put(e)
+
+    def filter_this_thread(self) -> None:
+        """Filter the calling thread (made before the trial, now working for an agent) with a
+        listener of its own, handed to the supervisor."""
+        listener = _install_filter(*self._filter_args)
+        try:
+            with self._channel_lock:
+                socket.send_fds(self._channel, [b"L"], [listener])
+        finally:
+            os.close(listener)
 
     def start(self, threads) -> None:
         if self.supervisor.poll() is not None:
@@ -309,6 +326,26 @@ def intercepted(fd: int) -> bool:
             except Exception:  # noqa: BLE001 - a closed handle has no socket
                 continue
     return False
+
+
+_thread = threading.local()
+
+
+def watch_this_thread() -> None:
+    """Make sure the calling thread's connects are watched: a thread the engine made before the
+    trial (in its factory, at import, in ``open()``) that now does an agent's work is filtered
+    the first time it does (threads an agent started already are)."""
+    w = _watch
+    if w is None or getattr(_thread, "filtered", False):
+        return
+    _thread.filtered = True
+    try:
+        with open("/proc/thread-self/status") as f:
+            if any(line.startswith("Seccomp_filters:") and line.split()[1] != "0" for line in f):
+                return  # an agent's, or one an agent started: filtered already
+        w.filter_this_thread()
+    except OSError:
+        pass  # the kernel refused it here: the descriptor scan and the audit hook still hold
 
 
 def noted() -> int:

@@ -844,8 +844,8 @@ class Controller:
                     "location open() gets); a driver toki does not intercept (psycopg2, a native client) cannot "
                     "be certified (see 'What the harness sees' in the engines docs)")
         self._fail(err)
-        if here:
-            raise err
+        if here and any(a.thread is threading.current_thread() for a in self._agents.values()):
+            raise err  # ends the agent's call; a library's worker is left to find the run over at its next step
         return err
 
     def _fail(self, e: BaseException) -> None:

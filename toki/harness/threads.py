@@ -40,6 +40,7 @@ import time as _time
 from collections import deque
 from typing import Any
 
+from toki.harness import connect_watch
 from toki.harness import controller as _ctl
 from toki.harness.locks import InstrumentedLock
 from toki.harness.steps import ANYTHING, StepKind
@@ -109,6 +110,7 @@ def _start_acting(tag) -> None:
         return  # an item left from a finished run
     _local.acting = tag
     gate.worker = threading.current_thread()
+    connect_watch.watch_this_thread()  # a worker made before the trial: its connects are seen from now on
     _ctl.act_for(ctl, agent)
 
 

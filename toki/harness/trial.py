@@ -9,6 +9,7 @@ how; an anomaly is an outcome that no serial order of the same calls produces.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -23,7 +24,7 @@ from typing import Any
 from toki.errors import ConfigError, TokiError
 from toki.harness import effects, file_calls, file_locks, mysql_calls, pg_calls, sqlite_calls, threads
 from toki.harness.controller import (STEP_LIMIT_S, Chooser, Controller, ReplayChooser, ReplayDiverged, RunTrace,
-                                     SerialChooser, Unverifiable, thread_idle)
+                                     RunAbandoned, SerialChooser, Unverifiable, thread_idle)
 from toki.harness.engine import DetectorError, Engine, PluginError, Scenario, optional, plugin_call
 from toki.harness.findings import Finding
 
@@ -128,12 +129,23 @@ def hooks_installed(location: Path):
 
     saved = sqlite3.connect, sqlite3.dbapi2.connect  # SQLAlchemy's pysqlite dialect uses the latter
     sqlite3.connect = sqlite3.dbapi2.connect = sqlite_calls.controlled_connect
+    excepthook = threading.excepthook
+    threading.excepthook = functools.partial(_quiet_stop, excepthook)
     try:
         with pg_calls.installed(), mysql_calls.installed(), file_calls.FileHook(location).installed(), \
                 file_locks.FileLockHook(location).installed(), threads.installed(), effects.installed(location):
             yield
     finally:
         sqlite3.connect, sqlite3.dbapi2.connect = saved
+        threading.excepthook = excepthook
+
+
+def _quiet_stop(excepthook, args) -> None:
+    # A library's worker loop that does not catch what toki raises in it when it stops a run (the
+    # run's own result says why) would print that as a traceback: not the engine's error, not shown.
+    if isinstance(args.exc_value, (RunAbandoned, Unverifiable)):
+        return
+    excepthook(args)
 
 
 def scratch_base() -> Path | None:
