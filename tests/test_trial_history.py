@@ -59,6 +59,26 @@ CARRIED: dict[str, dict[str, tuple[str, ...]]] = {
                                                                                "lost-update"),
                 "duplicate-insert": ("duplicate-insert", "lost-update"), "N1": ("N1",),
                 "N2": ("G-single-item", "double-supersede")},
+    # Graphiti: two current facts of a slot are a read holding two claims; an entity or edge
+    # stored twice a duplicate insert; a summary line lost (Alice's summary is appended to, its
+    # lines in append order: a history read) is an acknowledged append missing (N3) from a read
+    # that holds the call's fact (G-single-item through two slots: N2); a citation lost from an
+    # edge's episodes list (which the state sorts: a current read) is that read holding the
+    # call's episode and not its citation (G-single-item, N2). Not carried: the end date of an
+    # invalidated edge (lost_invalidation), valid-time order (older_survives), group ids.
+    "graphiti": {"double-supersede": ("double-supersede",), "duplicate-insert": ("duplicate-insert",),
+                 "lost-update:lost_summary": ("N3", "G-single-item", "N2"),
+                 "lost-update:lost_provenance": ("G-single-item", "N2"),
+                 "N3:provenance_erased": ("G-single-item", "N2"), "lost-update:lost_invalidation": (),
+                 "stale-current": (), "N1": ("N1",), "N2": ("G-single-item", "double-supersede")},
+}
+CARRIED["zep"] = CARRIED["graphiti"]  # the Zep CE model runs Graphiti's code: the same state, the same hook
+# Names the checker may add to the detectors' on a run where they found something (never alone):
+# engine -> names (see CARRIED's comments).
+ALSO: dict[str, set[str]] = {
+    # Graphiti: a lost summary line whose fact the other call invalidated puts the two calls'
+    # writes in both orders (the summary's, the edges'): a write cycle no detector reads
+    "graphiti": {"G0"}, "zep": {"G0"},
 }
 # Where the checker finds what no detector of the scenario looks for (a finding, reported in
 # docs/memory-histories.md): engine:scenario -> what the checker names on those runs.
@@ -84,14 +104,29 @@ def _tapes(n: int) -> list[TapeChooser]:
     return out
 
 
-def _detected(scenario, outcome) -> set[str]:
+def _factory(d) -> str:
+    """The detector's maker (``lost_summary`` for one of Graphiti's three lost-update detectors)."""
+    return getattr(d.check, "__qualname__", "").split(".")[0]
+
+
+def _detected(scenario, outcome) -> set[tuple[str, str]]:
+    """(anomaly, the detector's maker) of every detector that fired."""
     found = set()
     for d in scenario.detectors:
         msgs = d.check(outcome.state, outcome.errors, outcome.observed or {}) if d.observes \
             else d.check(outcome.state, outcome.errors)
         if list(msgs or []):
-            found.add(d.anomaly)
+            found.add((d.anomaly, _factory(d)))
     return found
+
+
+def _names(carried: dict, fired) -> set[str]:
+    """The checker's names for the fired detectors: a maker's own entry ("lost-update:lost_summary"),
+    else the anomaly's; an empty entry is a detector the history cannot carry."""
+    out = set()
+    for a, f in fired:
+        out |= set(carried.get(f"{a}:{f}", carried.get(a, ())))
+    return out
 
 
 def _checked(tmp_path: Path, name: str, ops: list[dict]) -> dict:
@@ -107,7 +142,7 @@ def _agree(engine, scenario, trace, outcome, tmp_path, name) -> tuple[set, set]:
     assert ops is not None, f"{engine.name} has no memory history for {scenario.name}"
     res = _checked(tmp_path, name, ops)
     carried = _carried(engine, scenario)
-    by_detectors = {n for a in _detected(scenario, outcome) if a in carried for n in carried[a]}
+    by_detectors = _names(carried, _detected(scenario, outcome))
     by_checker = set(res["anomaly_types"])
     if res["valid"] == "unknown" and scenario.name.startswith("n1-"):
         # one adjudication completed (the other agent's write of the same fact was refused): the
@@ -130,14 +165,15 @@ def _agree_on_runs(engine, scenario_name: str, tmp_path, tapes: int) -> dict:
         for order, trace, out in runner.serial_runs:
             det, chk = _agree(engine, sc, trace, out, tmp_path, "serial-" + "-".join(order))
             assert det == chk, (order, det, chk)
-            always = {d.anomaly for d in sc.detectors if getattr(d, "always", False)}
-            carried = _carried(engine, sc)
-            assert not (chk - {n for a in always for n in carried.get(a, ())}), (order, chk)
+            always = {(d.anomaly, _factory(d)) for d in sc.detectors if getattr(d, "always", False)}
+            assert not (chk - _names(_carried(engine, sc), always)), (order, chk)
         only = CHECKER_ONLY.get(f"{engine.name}:{scenario_name}", set())
+        also = ALSO.get(engine.name, set())
         for i, chooser in enumerate(_tapes(tapes)):
             trace, out = runner.run(chooser)
             det, chk = _agree(engine, sc, trace, out, tmp_path, f"tape-{i}")
-            assert det == chk or (only and chk == det | only), (i, det, chk, out.state)
+            assert det == chk or (only and chk == det | only) or (det and det <= chk and chk - det <= also), \
+                (i, det, chk, out.state)
             found[i] = chk
     return found
 
@@ -263,3 +299,57 @@ def test_langmem_recall_between_put_and_delete_agrees(tmp_path):
         trace, out = tr.run(ReplayChooser(res.found.trace.grants))
         det, chk = _agree(eng, tr.scenario, trace, out, tmp_path, "n2")
     assert det == chk == {"G-single-item", "double-supersede"}, (det, chk)
+
+
+# Graphiti 0.31.2 on Kuzu (and the Zep CE model, the same code with a Graphiti per server
+# worker): every scenario. A run takes about 0.6 s, so the interleavings are slow tests.
+GRAPHITI_RACES = {"contradicting-episodes": "N3", "restated-fact": "N2", "new-entity-twice": "duplicate-insert",
+                  "out-of-order-episodes": "double-supersede", "rejudge": "duplicate-insert"}
+GRAPHITI_SCENARIOS = ["contradicting-episodes", "read-during-invalidation", "restated-fact", "new-entity-twice",
+                      "out-of-order-episodes", "groups-share-driver", "wide-invalidation", "rejudge"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine_name", ["graphiti", "zep"])
+@pytest.mark.parametrize("scenario", GRAPHITI_SCENARIOS)
+def test_graphiti_serial_runs_and_interleavings_agree(tmp_path, scenario, engine_name):
+    pytest.importorskip("graphiti_core")
+    from toki.engines.registry import load_engine
+
+    eng = load_engine(engine_name)
+    assert set(GRAPHITI_SCENARIOS) == set(eng.scenarios)
+    found = _agree_on_runs(eng, scenario, tmp_path, tapes=4)
+    if scenario in GRAPHITI_RACES:
+        assert any(GRAPHITI_RACES[scenario] in f for f in found.values()), found
+
+
+def test_graphiti_duplicate_entity_agrees(tmp_path):
+    """The fast one: a serial run and one interleaving of new-entity-twice (Bob created twice)."""
+    pytest.importorskip("graphiti_core")
+    from toki.engines.registry import load_engine
+    from toki.harness.controller import SerialChooser
+
+    eng = load_engine("graphiti")
+    sc = eng.scenarios["new-entity-twice"]
+    with TrialRunner(eng, sc) as runner:
+        trace, out = runner.run(SerialChooser(("A", "B")))
+        assert _agree(eng, sc, trace, out, tmp_path, "serial") == (set(), set())
+        trace, out = runner.run(_tapes(1)[0])
+        assert _agree(eng, sc, trace, out, tmp_path, "tape") == ({"duplicate-insert"}, {"duplicate-insert"})
+
+
+@pytest.mark.slow
+def test_graphiti_read_between_the_two_edge_saves_agrees(tmp_path):
+    """add_episode saves the new edge, then the invalidated old one: a read between them is told
+    two residences. The one-preemption search finds it; both name it."""
+    pytest.importorskip("graphiti_core")
+    from toki.engines.registry import load_engine
+    from toki.harness.explore import explore
+
+    eng = load_engine("graphiti")
+    with TrialRunner(eng, "read-during-invalidation") as tr:
+        res = explore(tr, bound=1, max_runs=80, want=lambda r: any(a.anomaly == "N2" for a in r.anomalies))
+        assert res.found is not None
+        trace, out = tr.run(ReplayChooser(res.found.trace.grants))
+        det, chk = _agree(eng, tr.scenario, trace, out, tmp_path, "n2")
+    assert det == chk == {"G-single-item", "double-supersede"}, (det, chk, out.observed)

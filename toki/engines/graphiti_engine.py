@@ -564,6 +564,15 @@ class GraphitiEngine:
     def state(self, h: GraphitiHandle) -> dict:
         return _run(_read_state(h.driver))
 
+    # -- a trial as a memory history (toki.record.trial_history) -------------------------------
+    def memory_history(self, scenario: str, outcome, returned: dict | None = None) -> dict | None:
+        """The graph as slots (:func:`_graph_history`)."""
+        sc = self.scenarios.get(scenario)
+        plan = getattr(getattr(sc, "call", None), "plan", None)
+        if not plan or not isinstance(outcome.state, dict) or "edges" not in outcome.state:
+            return None
+        return _graph_history(plan, getattr(sc.setup, "seeds", ()), outcome, returned or {})
+
     # -- what one agent does --------------------------------------------------------------------
     async def add(self, h: GraphitiHandle, agent: str, bodies: tuple[str, ...], group: str = GROUP) -> dict:
         from graphiti_core.nodes import EpisodeType
@@ -615,6 +624,125 @@ async def _read_state(driver) -> dict:
                          r["group_id"]] for r in edges),
         "episodes": sorted([r["name"], r["group_id"]] for r in eps),
     }
+
+
+# -- a trial as a memory history ------------------------------------------------------------------
+
+def _fact_slot(fact: str) -> str:
+    s, p, _ = SLOTS[fact]
+    return f"{s}/{p}"
+
+
+def _graph_history(plan: dict, seeds: tuple, outcome, returned: dict) -> dict | None:
+    """A Graphiti trial as memory micro-ops. Slots: each (subject, predicate) of :data:`SLOTS`
+    (single-valued, a claim the fact's text; current = neither invalidated nor expired); the
+    edge's ``episodes`` list as ``cites/FACT``, Alice's summary lines as ``summary/Alice``, the
+    episodes as ``episodes`` and each entity name as ``entity/NAME`` (all multi-valued, appended
+    to). Who did what: an edge is created by the first episode its ``episodes`` list names (the
+    seed's, else the first agent's in the scenario's order: two agents citing one new edge are
+    not ordered by the state, and the other's op is a read of it); an agent citing an edge it
+    did not create read it current and appended its episode. What it invalidated comes from what
+    it returned, the judge's votes: a contradicted stored fact is retracted by the call, or, when
+    the stored fact is newer, the call's own fact is (graphiti expires an older edge on arrival).
+    An entity name stored once and mentioned by two agents was created by the first. The final
+    reads: each fact slot's current edges, each cites list and the episodes (current reads: the
+    state sorts them), and Alice's summary (a history read too: its lines are in the order they
+    were appended). Not carried: an invalidated edge's end date (``invalid_at``), a value the
+    format has no place for, and group ids."""
+    st = outcome.state
+    edges, entity_names = st["edges"], [e[0] for e in st["entities"]]
+    agents_order = list(plan)
+
+    def creator(edge) -> str:
+        names = [n.split(": ", 1)[0] for n in edge[6]]
+        if "setup" in names:
+            return "setup"
+        mine = [a for a in agents_order if a in names]
+        return mine[0] if mine else "?"
+
+    day = {f: d for said in EPISODES.values() for _, _, _, f, d in said.edges}
+    seeded_entities = {e for b in seeds for e in EPISODES[b].entities}
+    first_mention: dict[str, str] = {}
+    for agent, bodies in plan.items():
+        for body in bodies if bodies != ("current facts",) else ():
+            for e in EPISODES[body].entities:
+                first_mention.setdefault(e, agent)
+    touched = {_fact_slot(f) for b in seeds for *_, f, _ in EPISODES[b].edges}
+    setup: list = []
+    for body in seeds:
+        said = EPISODES[body]
+        setup.append(["add", "episodes", f"setup: {body}"])
+        setup += [["add", f"entity/{e}", e] for e in said.entities if e not in {m[2] for m in setup
+                                                                                   if m[1] == f"entity/{e}"}]
+        for _, _, _, f, _ in said.edges:
+            setup += [["add", _fact_slot(f), f], ["add", f"cites/{f}", f"setup: {body}"]]
+            if f.startswith("Alice "):
+                setup.append(["add", "summary/Alice", f])
+    agents: dict[str, list] = {}
+    for agent, bodies in plan.items():
+        done = agent in outcome.completed
+        if bodies == ("current facts",):
+            got = returned.get(agent) if done else None
+            agents[agent] = [["current", "Alice/lives in",
+                              None if got is None else sorted(f for f in got if _fact_slot(f) == "Alice/lives in")]]
+            touched.add("Alice/lives in")
+            continue
+        res = returned.get(agent) if done else None
+        votes = (res or {}).get("votes", []) if isinstance(res, dict) else []
+        mops: list = []
+        for body in bodies:
+            name = f"{agent}: {body}"
+            said = EPISODES[body]
+            mops.append(["add", "episodes", name])
+            for e in said.entities:
+                if e in seeded_entities:
+                    continue
+                n = entity_names.count(e)
+                if n >= 2 or first_mention.get(e) == agent or not done:
+                    mops.append(["add", f"entity/{e}", e])
+                else:
+                    mops.append(["current", f"entity/{e}", [e] * n])
+            for _, _, _, f, _ in said.edges:
+                slot = _fact_slot(f)
+                touched.add(slot)
+                mine = [e for e in edges if e[1] == f and creator(e) == agent]
+                for v in votes:
+                    if v["new"] != f:
+                        continue
+                    mops.append(["decide", f"{slot}: {v['stored']} | {f}", sorted([v["stored"], f]),
+                                 f if v["contradicted"] else v["stored"]])
+                own_retract = False
+                for v in votes:
+                    if v["new"] == f and v["contradicted"]:
+                        if day.get(v["stored"], "") > day.get(f, ""):
+                            own_retract = True
+                        else:
+                            mops.append(["retract", _fact_slot(v["stored"]), v["stored"]])
+                if mine or not done:
+                    mops += [["add", slot, f] for _ in (mine or [None])]
+                    if own_retract:
+                        mops.append(["retract", slot, f])
+                    if f.startswith("Alice "):
+                        mops.append(["add", "summary/Alice", f])
+                else:  # it found the fact's edge verbatim and cited it
+                    mops.append(["current", slot, sorted(e[1] for e in edges if _fact_slot(e[1]) == slot and not e[4]
+                                                         and not e[5] and e[1] == f)])
+                mops.append(["add", f"cites/{f}", name])
+        agents[agent] = mops
+    final: list = []
+    for slot in sorted(touched):
+        final.append(["current", slot, sorted(e[1] for e in edges if _fact_slot(e[1]) == slot and not e[4] and not e[5])])
+    facts = sorted({m[2] for ops in [setup, *agents.values()] for m in ops if m[0] == "add" and m[1] in touched})
+    for f in facts:
+        final.append(["current", f"cites/{f}", sorted(n for e in edges if e[1] == f for n in e[6])])
+    final.append(["current", "episodes", sorted(n for n, _ in st["episodes"])])
+    for e in sorted(set(first_mention) - seeded_entities):
+        final.append(["current", f"entity/{e}", [e] * entity_names.count(e)])
+    lines = next((x[2].split("\n") for x in st["entities"] if x[0] == "Alice"), [])
+    lines = [ln for ln in lines if ln]
+    final += [["current", "summary/Alice", sorted(lines)], ["history", "summary/Alice", lines]]
+    return {"setup": setup, "agents": agents, "final": final,
+            "multi_valued": ["cites/*", "summary/*", "episodes", "entity/*"]}
 
 
 # -- detectors ------------------------------------------------------------------------------------
@@ -799,6 +927,7 @@ def _scenarios(engine: GraphitiEngine) -> dict[str, Scenario]:
         def setup(h):
             if bodies:
                 _run(engine.add(h, "setup", bodies))
+        setup.seeds = bodies  # for the trial's memory history
         return setup
 
     def calls(plan: dict[str, tuple], groups: dict[str, str] | None = None):
@@ -806,6 +935,7 @@ def _scenarios(engine: GraphitiEngine) -> dict[str, Scenario]:
             if plan[agent] == ("current facts",):
                 return current_facts(h)
             return engine.add(h, agent, plan[agent], (groups or {}).get(agent, GROUP))
+        call.plan = plan
         return call
 
     shared = not engine.zep  # graphiti: one Graphiti serves concurrent calls; zep: one per server worker
