@@ -2,8 +2,8 @@
 is checked by ``toki check --workload memory``, and its answer agrees with the harness's own
 detectors on the same run: on every serial run (both find nothing, or both a design property)
 and on interleaved runs (both name the anomaly): SodaMem's shipped witness, and for TOKI's write
-path, mem0, LangMem, Graphiti and the Zep model (no shipped witness) seeded random interleavings that include each
-scenario's race. Where a detector reads state the history does not carry, the table in
+path, mem0, LangMem, Graphiti and the Zep model (no shipped witness) seeded random
+interleavings that include each scenario's race. Where a detector reads state the history does not carry, the table in
 docs/memory-histories.md ("A harness trial as a memory history") says why, and CARRIED below
 leaves it out; where the checker finds what no detector looks for, CHECKER_ONLY names it.
 """

@@ -731,7 +731,8 @@ def _graph_history(plan: dict, seeds: tuple, outcome, returned: dict) -> dict | 
         agents[agent] = mops
     final: list = []
     for slot in sorted(touched):
-        final.append(["current", slot, sorted(e[1] for e in edges if _fact_slot(e[1]) == slot and not e[4] and not e[5])])
+        final.append(["current", slot, sorted(e[1] for e in edges
+                                             if _fact_slot(e[1]) == slot and not e[4] and not e[5])])
     facts = sorted({m[2] for ops in [setup, *agents.values()] for m in ops if m[0] == "add" and m[1] in touched})
     for f in facts:
         final.append(["current", f"cites/{f}", sorted(n for e in edges if e[1] == f for n in e[6])])

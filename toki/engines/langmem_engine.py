@@ -391,7 +391,7 @@ class LangMemEngine(OnPostgres):
             got = returned.get(agent) if agent in outcome.completed else None
             if op == "recall":
                 if got is None:
-                    agents[agent] = [["current", f"{USER}/{slot}", None] for slot in SLOTS if slot == "residence"]
+                    agents[agent] = [["current", f"{USER}/residence", None]]
                 else:
                     agents[agent] = [["current", f"{USER}/residence",
                                       sorted(m for m in got if _slot_of(m) == "residence")]]
