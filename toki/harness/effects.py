@@ -247,8 +247,11 @@ def _tcp_counters(fd: int) -> tuple[int, ...] | None:
 
 
 def _socket_info(fd: int) -> tuple[int, int, str] | None:
-    """(family, type, peer) of a socket descriptor."""
-    s = socket.socket(fileno=fd)
+    """(family, type, peer) of a socket descriptor (None when it is gone)."""
+    try:
+        s = socket.socket(fileno=fd)
+    except OSError:  # closed since the descriptors were listed (another thread's, or a pool's)
+        return None
     try:
         fam, typ = s.family, s.type
         try:
