@@ -18,8 +18,10 @@ from toki.check.gen import generate, plant
 from toki.check.reading import history
 from toki.check.reading.history import APPEND, R
 
-pytestmark = pytest.mark.skipif(any(accel.load(k) is None for k in ("ranges", "transactions", "joins")),
-                                reason="numba is not installed or cannot compile")
+# Compiled on first use, not at collection, and on one worker (the group): each worker that
+# collected would compile for half a minute in a fresh clone.
+pytestmark = [pytest.mark.skipif(not accel.can_compile(), reason="numba is not installed or TOKI_JIT=never"),
+              pytest.mark.xdist_group("compiled")]
 
 
 @pytest.fixture

@@ -64,6 +64,14 @@ def dense(span: int, n: int, per: int = 8) -> bool:
     return span < per * n + 4096
 
 
+def can_compile() -> bool:
+    """Whether compiled twins may be used here (numba importable, :data:`MODE` not ``never``),
+    without compiling anything: what a test's skip condition asks at collection."""
+    import importlib.util
+
+    return MODE != "never" and importlib.util.find_spec("numba") is not None
+
+
 def load(kernel: str):
     """The module ``toki.check.accel.compiled.<kernel>``, warmed, or None (``never``, no numba, or
     it cannot compile here)."""
