@@ -76,7 +76,9 @@ def layouts(ops) -> dict[str, bytes]:
             "crlf": b"\r\n".join(orjson.dumps(o) for o in ops)}
 
 
-@pytest.mark.parametrize("edn", [False, True])
+# The EDN instance of the kernel compiles for about 27 s in a fresh clone: its tests are in the slow
+# tier (the JSON instance's stay in the fast tier).
+@pytest.mark.parametrize("edn", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_the_kernel_compiles_and_takes_the_common_shape(edn, monkeypatch):
     ops = ops_of(1)
     text = _written_edn(ops) if edn else layouts(ops)["compact"]
@@ -131,7 +133,7 @@ EDITS = {
 
 
 @pytest.mark.parametrize("edit", sorted(EDITS))
-@pytest.mark.parametrize("layout", ["compact", "jsonl", "pretty", "edn"])
+@pytest.mark.parametrize("layout", ["compact", "jsonl", "pretty", pytest.param("edn", marks=pytest.mark.slow)])
 def test_edited_histories_are_taken_or_handed_back_alike(edit, layout, monkeypatch):
     ops = EDITS[edit](ops_of(3, txns=60))
     edn = layout == "edn"
