@@ -18,10 +18,9 @@ from toki.check.gen import generate, plant
 from toki.check.reading import history
 from toki.check.reading.history import APPEND, R
 
-# Compiled on first use, not at collection, and on one worker (the group): each worker that
-# collected would compile for half a minute in a fresh clone.
-pytestmark = [pytest.mark.skipif(not accel.can_compile(), reason="numba is not installed or TOKI_JIT=never"),
-              pytest.mark.xdist_group("compiled")]
+# Compiled on first use, not at collection (each worker that collected would compile for half a
+# minute in a fresh clone), and by one worker: addopts' --dist loadfile keeps a file on one.
+pytestmark = pytest.mark.skipif(not accel.can_compile(), reason="numba is not installed or TOKI_JIT=never")
 
 
 @pytest.fixture

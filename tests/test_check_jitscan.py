@@ -18,9 +18,8 @@ from toki.check import accel
 from toki.check.reading import json_scan as jsonscan
 from toki.check.gen import generate, write_edn, write_json
 
-# Compiled on first use, not at collection, and on one worker (the group).
-pytestmark = [pytest.mark.skipif(not accel.can_compile(), reason="numba is not installed or TOKI_JIT=never"),
-              pytest.mark.xdist_group("compiled")]
+# Compiled on first use, not at collection, and by one worker (--dist loadfile).
+pytestmark = pytest.mark.skipif(not accel.can_compile(), reason="numba is not installed or TOKI_JIT=never")
 
 
 def scan(text: bytes, jit: bool, monkeypatch, **kw):

@@ -203,7 +203,6 @@ def test_simulated_histories_valid_and_planted():
 
 
 @pytest.mark.skipif(not accel.can_compile(), reason="numba is not installed or TOKI_JIT=never")
-@pytest.mark.xdist_group("compiled")
 def test_the_compiled_scanner_reads_what_the_python_builder_reads():
     texts = [(D / n).read_bytes() for n in sorted(p.name for p in D.glob("*.jsonl"))]
     ops = plant(simulate(800, seed=3), list(PLANTS))
@@ -237,7 +236,6 @@ def test_the_compiled_scanner_reads_what_the_python_builder_reads():
         assert memory_reading._parse_compiled(text, False) is None
 
 
-@pytest.mark.xdist_group("compiled")
 def test_mutated_histories_get_a_verdict_or_one_line_never_a_traceback(tmp_path):
     """Seeded mutations of the valid history (a character dropped, a value replaced, an op dropped
     or repeated, a type changed): every one is checked (exit 0 or 1) or refused in one line (exit

@@ -41,7 +41,6 @@ def test_write_path_history_checks_as_elle_would(toki_server, guard):
         assert "serializable" in verdict["also_not"] or "serializable" in verdict["not"]
 
 
-@pytest.mark.xdist_group("compiled")
 @pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "compiled"])
 @pytest.mark.parametrize("shape", ["dense", "planted-far", "sparse", "int64-extremes", "edge-of-near"])
 def test_process_codes_are_np_unique_whatever_the_processes(monkeypatch, shape, compiled):
