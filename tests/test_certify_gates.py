@@ -23,9 +23,9 @@ from toki.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 GATE = "tests.plugins.gate_notes:"
-# Exhaustive to 2 preemptions: each of the three scenarios is a handful of interleavings, and the
+# Exhaustive to 1 preemption: each of the three scenarios is a handful of interleavings, and the
 # verdicts do not depend on a random draw.
-SEARCH = ("--exhaustive", "2")
+SEARCH = ("--exhaustive", "1")
 
 
 def _toki(*argv):
@@ -77,7 +77,7 @@ def test_write_baseline_records_races_apart_from_by_design_findings_with_provena
     prov = doc["provenance"]
     assert prov["engine"] == "gate-notes" and prov["version"] == "1.0" and prov["engine_module"] == GATE + "released"
     assert prov["toki_version"] and prov["created"]
-    assert prov["options"]["search"] == "exhaustive" and prov["options"]["bound"] == 2 and prov["options"]["seed"] == 0
+    assert prov["options"]["search"] == "exhaustive" and prov["options"]["bound"] == 1 and prov["options"]["seed"] == 0
     assert prov["options"]["scenarios"] == ["counter", "notes", "audit"]
 
 
