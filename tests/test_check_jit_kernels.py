@@ -19,7 +19,7 @@ from toki.check.reading import history
 from toki.check.reading.history import APPEND, R
 
 # Compiled on first use, not at collection (each worker that collected would compile for half a
-# minute in a fresh clone), and by one worker: addopts' --dist loadfile keeps a file on one.
+# minute in a fresh clone), and by one worker: addopts' --dist worksteal keeps a file's tests together.
 pytestmark = pytest.mark.skipif(not accel.can_compile(), reason="numba is not installed or TOKI_JIT=never")
 
 

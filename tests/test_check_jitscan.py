@@ -18,7 +18,7 @@ from toki.check import accel
 from toki.check.reading import json_scan as jsonscan
 from toki.check.gen import generate, write_edn, write_json
 
-# Compiled on first use, not at collection, and by one worker (--dist loadfile).
+# Compiled on first use, not at collection, and by one worker (--dist worksteal keeps a file together).
 pytestmark = pytest.mark.skipif(not accel.can_compile(), reason="numba is not installed or TOKI_JIT=never")
 
 
