@@ -97,8 +97,9 @@ OPTIONAL: dict[str, tuple[Any, str]] = {
     "record_multi_valued": (False, "the engine keeps several claims of a slot current by design"),
     "record_fresh_claims": (False, "the engine keeps a re-added claim as a new fact by design: toki record "
                                    "adds claims no other add uses"),
-    "memory_history": (None, "memory_history(scenario, outcome): a trial's writes, reads and final state as memory "
-                             "micro-ops (toki.record.trial_history), or None for a scenario it cannot express"),
+    "memory_history": (None, "memory_history(scenario, outcome[, returned=...]): a trial's writes, reads and final "
+                             "state as memory micro-ops (toki.record.trial_history), or None for a scenario it cannot "
+                             "express; a hook that takes the keyword returned is given what each agent's call returned"),
 }
 
 
