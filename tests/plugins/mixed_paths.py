@@ -186,10 +186,15 @@ class Psycopg2TransientCounter(Psycopg2Counter):
         return self._with_conn(handle, super().state)
 
     def call(self, handle, agent):
-        import psycopg2
-
         folder, _ = handle
         _audit(folder, agent)
+        self._add_one()
+        _audit(folder, agent)
+
+    def _add_one(self):
+        """The read-modify-write on a psycopg2 connection of its own, closed before it returns."""
+        import psycopg2
+
         conn = psycopg2.connect(self.dsn)
         try:
             with conn, conn.cursor() as cur:
@@ -198,7 +203,6 @@ class Psycopg2TransientCounter(Psycopg2Counter):
                 cur.execute("update toki_p2_counter set n = %s where id = 1", (n + 1,))
         finally:
             conn.close()
-        _audit(folder, agent)
 
 
 def psycopg2_counter():
@@ -298,18 +302,6 @@ class Psycopg2WorkerCounter(Psycopg2TransientCounter):
         t = threading.Thread(target=self._add_one)
         t.start()
         t.join()
-
-    def _add_one(self):
-        import psycopg2
-
-        conn = psycopg2.connect(self.dsn)
-        try:
-            with conn, conn.cursor() as cur:
-                cur.execute("select n from toki_p2_counter where id = 1")
-                n = cur.fetchone()[0]
-                cur.execute("update toki_p2_counter set n = %s where id = 1", (n + 1,))
-        finally:
-            conn.close()
 
 
 def psycopg2_worker_counter():
