@@ -16,6 +16,7 @@ as a new user would, around a library no one in toki wrote. The claims:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import socket
 import warnings
 
@@ -257,6 +258,22 @@ def test_a_file_held_open_here_that_another_process_writes_is_not_this_processs_
 
 
 # -- 2. nothing ran, nothing certified -----------------------------------------------------------
+
+def test_the_standard_streams_a_test_runner_saved_aside_are_the_runs_own_output():
+    """pytest captures fd 1 and 2 by dup'ing the originals aside; under pytest-xdist those are the
+    controller's output file, which it writes while this worker runs a trial (a write this process
+    makes in the same window, a warning or a log line, made the scan call it a change)."""
+    import os
+
+    from toki.harness import effects
+
+    saved = effects._saved_standard_streams()
+    if not saved:
+        pytest.skip("output is not captured at the descriptor level here (pytest -s)")
+    scan = effects.DescriptorScan(Path(os.getcwd()))
+    assert saved <= scan._allowed_fds()
+    assert not any(f"descriptor {fd})" in k for k in scan() for fd in saved)
+
 
 def test_a_scenario_whose_calls_fail_in_every_serial_order_is_unverifiable_naming_the_failure():
     rc, v = _verdict("tests.plugins.mixed_paths:seeded_once", "--budget", "10")

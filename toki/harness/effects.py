@@ -300,7 +300,7 @@ class DescriptorScan:
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             with contextlib.suppress(Exception):
                 fds.add(stream.fileno())
-        return fds
+        return fds | _saved_standard_streams()
 
     def _known_sockets(self) -> set[int]:
         """Descriptors of sockets whose use is watched or granted elsewhere: psycopg 3
@@ -409,6 +409,27 @@ class DescriptorScan:
                 st = os.stat(path)
                 out[f"{path} (mapped writable into memory)"] = (st.st_size, st.st_mtime_ns)
         return out
+
+
+_saved_streams: tuple[int, frozenset[int]] | None = None
+
+
+def _saved_standard_streams() -> frozenset[int]:
+    """The descriptors where a test runner keeps the process's own standard output and error
+    while it captures them (pytest's FDCapture dups fd 1 and 2 aside): the run's own output, like
+    fd 1 and 2. Under pytest-xdist they are the controller's output file, which the controller
+    writes while this worker runs a trial. Looked up once per process (a walk of the heap)."""
+    global _saved_streams
+    capture = sys.modules.get("_pytest.capture")
+    if capture is None or not hasattr(capture, "FDCaptureBase"):
+        return frozenset()
+    if _saved_streams is None or _saved_streams[0] != os.getpid():
+        saved = set()
+        for o in gc.get_objects():
+            if isinstance(o, capture.FDCaptureBase) and isinstance(getattr(o, "targetfd_save", None), int):
+                saved.add(o.targetfd_save)
+        _saved_streams = (os.getpid(), frozenset(saved))
+    return _saved_streams[1]
 
 
 def _write_calls() -> int | None:
