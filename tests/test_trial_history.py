@@ -154,6 +154,16 @@ def _agree(engine, scenario, trace, outcome, tmp_path, name) -> tuple[set, set]:
     return by_detectors, by_checker
 
 
+def _agree_and_find(engine, scenario: str, tmp_path, tapes: int, races: dict, every=None) -> None:
+    """:func:`_agree_on_runs`, and the scenario's known race among what was found (``every``: the
+    engine's scenarios, all of which the test lists)."""
+    if every is not None:
+        assert set(every) == set(engine.scenarios)
+    found = _agree_on_runs(engine, scenario, tmp_path, tapes=tapes)
+    if scenario in races:
+        assert any(races[scenario] in f for f in found.values()), found
+
+
 def _agree_on_runs(engine, scenario_name: str, tmp_path, tapes: int) -> dict:
     """Every serial run (both find nothing) and ``tapes`` seeded interleavings (both find the
     same): what each found, per run."""
@@ -225,10 +235,7 @@ TOKI_SCENARIOS = ["lww-at-RC", "lww-unguarded-at-RC", "evi-at-SI", "evi-at-RC", 
 def test_toki_write_path_serial_runs_and_interleavings_agree(tmp_path, scenario):
     from toki.engines.registry import load_engine
 
-    eng = load_engine("toki")
-    found = _agree_on_runs(eng, scenario, tmp_path, tapes=6)
-    if scenario in TOKI_RACES:
-        assert any(TOKI_RACES[scenario] in f for f in found.values()), found
+    _agree_and_find(load_engine("toki"), scenario, tmp_path, 6, TOKI_RACES)
 
 
 def test_toki_n2_has_no_history():
@@ -279,11 +286,7 @@ def test_langmem_serial_runs_and_interleavings_agree(tmp_path, scenario):
     pytest.importorskip("langmem")
     from toki.engines.registry import load_engine
 
-    eng = load_engine("langmem")
-    assert set(LANGMEM_SCENARIOS) == set(eng.scenarios)
-    found = _agree_on_runs(eng, scenario, tmp_path, tapes=8)
-    if scenario in LANGMEM_RACES:
-        assert any(LANGMEM_RACES[scenario] in f for f in found.values()), found
+    _agree_and_find(load_engine("langmem"), scenario, tmp_path, 8, LANGMEM_RACES, every=LANGMEM_SCENARIOS)
 
 
 def test_langmem_recall_between_put_and_delete_agrees(tmp_path):
@@ -316,11 +319,7 @@ def test_graphiti_serial_runs_and_interleavings_agree(tmp_path, scenario, engine
     pytest.importorskip("graphiti_core")
     from toki.engines.registry import load_engine
 
-    eng = load_engine(engine_name)
-    assert set(GRAPHITI_SCENARIOS) == set(eng.scenarios)
-    found = _agree_on_runs(eng, scenario, tmp_path, tapes=4)
-    if scenario in GRAPHITI_RACES:
-        assert any(GRAPHITI_RACES[scenario] in f for f in found.values()), found
+    _agree_and_find(load_engine(engine_name), scenario, tmp_path, 4, GRAPHITI_RACES, every=GRAPHITI_SCENARIOS)
 
 
 def test_graphiti_duplicate_entity_agrees(tmp_path):
