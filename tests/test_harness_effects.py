@@ -125,6 +125,54 @@ def test_the_intercepted_drivers_own_connects_are_no_effect_even_when_bound_at_i
     assert "unwatched" not in v["search"], v
 
 
+@pytest.mark.parametrize("driver_handle_appears", [True, False])
+def test_a_connect_is_judged_once_the_call_that_made_it_has_returned(monkeypatch, driver_handle_appears):
+    """The kernel notes a connect before the call returns, and an intercepted driver's handle (by
+    which a connect bound before the hooks is told apart) exists only after it has: the watch loop
+    must leave a connect to its thread's next call instead of judging it while the thread is still
+    in the driver (a loaded CI run refused a correct psycopg 3 plug-in that way). When no handle
+    appears, the connect is refused at that next call, naming the agent."""
+    import ctypes
+    import struct
+    import time
+
+    from toki.harness import connect_watch
+    from toki.harness.controller import Controller, SerialChooser, Unverifiable, current_agent
+
+    if connect_watch.unavailable():
+        pytest.skip(f"no connect watch here: {connect_watch.unavailable()}")
+    handle: dict[str, int] = {}
+    monkeypatch.setattr(connect_watch, "intercepted", lambda fd: handle.get("fd") == fd)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def agent():
+        s = socket.socket()
+        try:
+            addr = struct.pack("!HH4s8x", socket.AF_INET, port, socket.inet_aton("127.0.0.1"))
+            ctypes.CDLL(None).connect(s.fileno(), ctypes.c_char_p(struct.pack("H", socket.AF_INET) + addr[2:]),
+                                      len(addr))
+            t = time.perf_counter()
+            while time.perf_counter() - t < 0.3:  # the driver still building its handle: the watch loop looks
+                pass
+            if driver_handle_appears:
+                handle["fd"] = s.fileno()
+            ctl, _ = current_agent()
+            return ctl.step("sql-read", "select 1", lambda: 1)
+        finally:
+            s.close()
+
+    try:
+        ctl = Controller(SerialChooser(["A"]), step_limit_s=5)
+        if driver_handle_appears:
+            assert ctl.run({"A": agent}).results == {"A": 1}
+        else:
+            with pytest.raises(Unverifiable, match=r"agent A .*connected to 127\.0\.0\.1:\d+ .*below Python"):
+                ctl.run({"A": agent})
+    finally:
+        listener.close()
+
+
 def test_a_process_that_cannot_watch_connects_says_so_with_its_certificate():
     """Without the kernel's watch (here switched off) a C client's connect is not seen: the
     certificate carries that limit in its search object and its guarantee, never silently."""

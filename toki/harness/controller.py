@@ -493,6 +493,7 @@ class Controller:
         # Connects made below Python by this run's threads outside granted calls (connect_watch).
         self.run_id = next(_run_ids)
         self._connects_seen = 0
+        self._connects_open: list[connect_watch.Connect] = []  # noted, not yet judged
         bind = getattr(chooser, "bind", None)
         if callable(bind):  # a chooser that looks at what each agent is about to do (exploration)
             bind(self)
@@ -806,47 +807,64 @@ class Controller:
         a.granted, a.state = True, AgentState.RUNNING
         a.cv.notify()
 
-    def _connects_checked(self, here: bool = False) -> Unverifiable | None:
+    def _connects_checked(self, here: bool = False, final: bool = False) -> Unverifiable | None:
         """(Under the mutex.) A connect this run's threads made below Python outside any granted
-        call, noted by the kernel since the last look, fails the run; ``here``: the calling thread is
-        the agent's own, on its way to its next call or its end, so the error is raised in it too."""
-        if connect_watch.noted() == self._connects_seen:
-            return None
-        self._connects_seen, seen = connect_watch.read(self._connects_seen)
-        if seen is None:
-            err = Unverifiable("more connects below Python were made than the harness can keep apart between two "
-                               "grants, so it cannot say which were this run's",
-                               fix="open connections in open(), not in every call")
-        else:
+        call, noted by the kernel, fails the run; ``here``: the calling thread is on its way to its
+        next call or its end (so the error is raised in it too when it is an agent's).
+
+        A connect is judged only where its own thread stands outside it (``here``, on that thread)
+        or at the run's end (``final``): the kernel notes it before the call returns, and an
+        intercepted driver's handle (psycopg 3's ``PGconn``, by which a connect bound before the
+        hooks is recognised) exists only once it has; judged from the watch loop in between, a
+        correct psycopg 3 connect was refused in a loaded CI run."""
+        if connect_watch.noted() != self._connects_seen:
+            self._connects_seen, seen = connect_watch.read(self._connects_seen)
+            if seen is None:
+                err = Unverifiable("more connects below Python were made than the harness can keep apart between two "
+                                   "grants, so it cannot say which were this run's",
+                                   fix="open connections in open(), not in every call")
+                self._fail(err)
+                return err
             # Run 0: a thread an agent started that works for nobody, while this run is the one running.
-            bad = [c for c in seen if c.run in (self.run_id, 0) and not c.allowed and not connect_watch.intercepted(c.fd)]
-            if not bad:
-                return None
-            c = bad[0]
-            agent = next((a.name for a in self._agents.values() if a.thread is not None and a.thread.native_id == c.tid),
-                         None)
-            t = next((t for t in threading.enumerate() if t.native_id == c.tid), None)
-            thread = repr(t.name) if t is not None else f"id {c.tid}, since ended"
-            who = (f"agent {agent} (thread {thread})" if agent else f"a thread working for an agent ({thread})" if c.run
-                   else f"a thread an agent started ({thread})")
-            # Where the agent's thread was next seen (on its way to its next call), else where the
-            # thread that connected is now; nothing when neither is in code of the engine's.
-            where = _where_waiting(threading.current_thread() if here else t)
-            seen_at = "" if where == _UNKNOWN_PLACE else (
-                f"; it was next seen at {where}" if here else f"; it was at {where} when this was noticed")
-            err = Unverifiable(
-                f"{who} connected to {c.address} from code below Python (its connect() system call, seen by the "
-                "kernel: a C-extension driver or native client the harness does not intercept), outside any "
-                "storage call the harness grants" + seen_at
-                + ": no interleaving toki runs can split what that connection does, so a verdict would rest "
-                "on effects nobody scheduled",
-                fix="reach storage through sqlite3, psycopg 3, PyMySQL or files under the run's folder (the "
-                    "location open() gets); a driver toki does not intercept (psycopg2, a native client) cannot "
-                    "be certified (see 'What the harness sees' in the engines docs)")
+            self._connects_open.extend(c for c in seen if c.run in (self.run_id, 0) and not c.allowed)
+        if not self._connects_open:
+            return None
+        me = threading.get_native_id()
+        due, self._connects_open = (self._connects_open, []) if final else (
+            [c for c in self._connects_open if here and c.tid == me],
+            [c for c in self._connects_open if not (here and c.tid == me)])
+        if not due:
+            return None
+        bad = [c for c in due if not connect_watch.intercepted(c.fd)]
+        if not bad:
+            return None
+        err = self._connect_refused(bad[0], here)
         self._fail(err)
         if here and any(a.thread is threading.current_thread() for a in self._agents.values()):
             raise err  # ends the agent's call; a library's worker is left to find the run over at its next step
         return err
+
+    def _connect_refused(self, c: connect_watch.Connect, here: bool) -> Unverifiable:
+        agent = next((a.name for a in self._agents.values() if a.thread is not None and a.thread.native_id == c.tid),
+                     None)
+        t = next((t for t in threading.enumerate() if t.native_id == c.tid), None)
+        thread = repr(t.name) if t is not None else f"id {c.tid}, since ended"
+        who = (f"agent {agent} (thread {thread})" if agent else f"a thread working for an agent ({thread})" if c.run
+               else f"a thread an agent started ({thread})")
+        # Where the agent's thread was next seen (on its way to its next call), else where the
+        # thread that connected is now; nothing when neither is in code of the engine's.
+        where = _where_waiting(threading.current_thread() if here else t)
+        seen_at = "" if where == _UNKNOWN_PLACE else (
+            f"; it was next seen at {where}" if here else f"; it was at {where} when this was noticed")
+        return Unverifiable(
+            f"{who} connected to {c.address} from code below Python (its connect() system call, seen by the "
+            "kernel: a C-extension driver or native client the harness does not intercept), outside any "
+            "storage call the harness grants" + seen_at
+            + ": no interleaving toki runs can split what that connection does, so a verdict would rest "
+            "on effects nobody scheduled",
+            fix="reach storage through sqlite3, psycopg 3, PyMySQL or files under the run's folder (the "
+                "location open() gets); a driver toki does not intercept (psycopg2, a native client) cannot "
+                "be certified (see 'What the harness sees' in the engines docs)")
 
     def _fail(self, e: BaseException) -> None:
         if self._failure is None:
@@ -878,8 +896,12 @@ class Controller:
         try:
             self._watch()
             with self._mutex:
-                if self._failure is None:
-                    self._connects_checked()
+                # Every connect still unjudged is judged now; one a thread hangs in (a C client's
+                # connect to a server that never answers) makes the run unverifiable, not hung.
+                if self._failure is None or isinstance(self._failure, EngineHung):
+                    hung, self._failure = self._failure, None
+                    if self._connects_checked(final=True) is None:
+                        self._failure = hung
         finally:
             _running = None
             _local.harness = was_harness
