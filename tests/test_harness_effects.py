@@ -173,6 +173,40 @@ def test_a_connect_is_judged_once_the_call_that_made_it_has_returned(monkeypatch
         listener.close()
 
 
+def test_a_connect_whose_thread_never_comes_back_is_refused_not_called_a_hang():
+    """The connect is left to its thread's next call, but a thread that never makes one (stuck
+    after it, past the step limit) does not turn the refusal into "the engine hangs"."""
+    import ctypes
+    import struct
+    import time
+
+    from toki.harness import connect_watch
+    from toki.harness.controller import Controller, SerialChooser, Unverifiable
+
+    if connect_watch.unavailable():
+        pytest.skip(f"no connect watch here: {connect_watch.unavailable()}")
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def agent():
+        s = socket.socket()
+        try:
+            addr = struct.pack("!HH4s8x", socket.AF_INET, port, socket.inet_aton("127.0.0.1"))
+            ctypes.CDLL(None).connect(s.fileno(), ctypes.c_char_p(struct.pack("H", socket.AF_INET) + addr[2:]),
+                                      len(addr))
+            t = time.perf_counter()
+            while time.perf_counter() - t < 2:  # stuck computing, past the step limit
+                pass
+        finally:
+            s.close()
+
+    try:
+        with pytest.raises(Unverifiable, match=r"agent A .*connected to 127\.0\.0\.1:\d+"):
+            Controller(SerialChooser(["A"]), step_limit_s=0.5).run({"A": agent})
+    finally:
+        listener.close()
+
+
 def test_a_process_that_cannot_watch_connects_says_so_with_its_certificate():
     """Without the kernel's watch (here switched off) a C client's connect is not seen: the
     certificate carries that limit in its search object and its guarantee, never silently."""
