@@ -1,12 +1,15 @@
 """toki and frontrun side by side on the same small programs (issue 24, part 5).
 
     python benchmarks/bench_frontrun.py [--runs 3] [--seed 0] [--budget 100] [--bound 2]
-                                        [--programs sqlite-racy,...] [--dsn DSN] [--json PATH]
+                                        [--programs sqlite-racy,...] [--tools frontrun-dpor,...]
+                                        [--dsn DSN] [--json PATH]
     python benchmarks/bench_frontrun.py --markdown results/bench_frontrun.json   # the docs' table
 
 Programs (``benchmarks/frontrun_programs``): a SQLite counter, a JSON-file counter and a
 PostgreSQL counter, each racy (read-modify-write, no guard) and fixed (``BEGIN IMMEDIATE``; a lock
-and an atomic save; ``SELECT ... FOR UPDATE``), and a pure-Python shared dict, racy and locked,
+and an atomic save; ``SELECT ... FOR UPDATE``), the SQLite and JSON counters with two agents and
+with three (``-3``); the on-call doctors' write skew on PostgreSQL, racy at REPEATABLE READ and
+fixed at SERIALIZABLE with retries (``pg-skew-``); and a pure-Python shared dict, racy and locked,
 which toki is not built for. Tools:
 
 - ``frontrun-dpor``: ``frontrun.explore`` (DPOR, its default preemption bound 2);
@@ -149,9 +152,19 @@ def run_one(tool: str, program: str, seed: int, a) -> dict:
 
 # -- summary ------------------------------------------------------------------------------------
 
+def fixed(program: str) -> bool:
+    """A fixed program (``sqlite-fixed``, ``sqlite-fixed-3``, ``pg-skew-fixed``), not a racy one."""
+    return "fixed" in program.split("-")
+
+
+def racy(program: str) -> bool:
+    """A racy program: the ones the interleavings-to-the-first-race target is stated over."""
+    return "racy" in program.split("-")
+
+
 def expected(program: str) -> str:
-    """The right verdict: every program but the fixed ones loses an update."""
-    return "cleared" if program.endswith("-fixed") else "found"
+    """The right verdict: every program but the fixed ones breaks its invariant."""
+    return "cleared" if fixed(program) else "found"
 
 
 def targets(rows: list[dict]) -> dict:
@@ -164,7 +177,7 @@ def targets(rows: list[dict]) -> dict:
         if runs is not None:
             out["decisive"][prog] = all(r["verdict"] == expected(prog) for r in runs)
         dpor = by.get(("frontrun-dpor", prog))
-        if prog.endswith("-racy") and runs and dpor:
+        if racy(prog) and runs and dpor:
             toki_n = [r.get("explored") for r in runs]
             dpor_n = [r.get("explored") for r in dpor]
             out["interleavings_vs_dpor"][prog] = {
@@ -288,7 +301,7 @@ def main(argv=None) -> int:
             for i in range(a.runs):
                 r = run_one(tool, prog, a.seed + i, a)
                 runs.append(r)
-                print(f"{prog:13} {tool:16} run {i + 1}: {r['verdict']:12} explored={r.get('explored')} "
+                print(f"{prog:19} {tool:26} run {i + 1}: {r['verdict']:12} explored={r.get('explored')} "
                       f"time={r.get('elapsed_s')} wall={r['wall_s']} replays={r.get('replayed')}/{r.get('replays')}",
                       flush=True)
             rows.append({"program": prog, "tool": tool, "runs": runs})

@@ -15,11 +15,12 @@ from __future__ import annotations
 import threading
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from toki.harness import Detector, Scenario
 
-from . import AGENTS, lost_update
+from . import AGENTS, Case, lost_update
 
 
 @dataclass
@@ -56,7 +57,7 @@ class DictCounter:
             "increment", "two threads add one to d['n'] in one shared dict"
             + {"racy": "", "fixed": " under a lock", "misplaced": " after taking and releasing a lock"}[variant],
             AGENTS, self.increment, setup=self.seed, shared=True,
-            detectors=(Detector("lost-update", lost_update),), anomalies=("lost-update",))}
+            detectors=(Detector("lost-update", partial(lost_update, agents=len(AGENTS))),), anomalies=("lost-update",))}
 
     def open(self, location: Path) -> Handle:
         # the "store" is one dict per run's folder, kept by the plug-in, so that the state read
@@ -95,11 +96,11 @@ def misplaced() -> DictCounter:
 
 # -- frontrun -----------------------------------------------------------------------------------
 
-def frontrun_case(variant: str, dsn: str | None = None):
+def frontrun_case(variant: str, dsn: str | None = None) -> Case:
     lock = variant in ("fixed", "misplaced")
 
     def setup() -> Handle:
         return Handle({"n": 0}, threading.Lock() if lock else None)
 
     code = work_misplaced if variant == "misplaced" else work
-    return setup, code, (lambda h: h.d["n"] == len(AGENTS)), (lambda: None)
+    return Case(setup, (code,) * len(AGENTS), lambda h: h.d["n"] == len(AGENTS), lambda: None)

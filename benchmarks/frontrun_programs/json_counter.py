@@ -7,6 +7,7 @@
   save is atomic (write ``counter.json.tmp``, then ``os.replace``), so a reader never sees a
   half-written file. A process-level ``fcntl.flock`` would be the multi-process version; toki
   does not intercept it (docs/engines.md, Limits), so both tools get the lock they can see.
+- ``racy3``, ``fixed3``: the same with three agents, A, B and C.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ import tempfile
 import threading
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from toki.harness import Detector, Scenario
 
-from . import AGENTS, lost_update
+from . import NUMBER, Case, agents, lost_update
 
 FILE = "counter.json"
+
+VARIANTS = {"racy": ("racy", 2), "fixed": ("fixed", 2), "racy3": ("racy", 3), "fixed3": ("fixed", 3)}
 
 
 @dataclass
@@ -65,14 +69,16 @@ class JsonCounter:
     version = "stdlib json"
 
     def __init__(self, variant: str):
-        self.fixed = variant == "fixed"
+        kind, n = VARIANTS[variant]
+        self.fixed = kind == "fixed"
         self.name = f"bench-json-counter-{variant}"
         how = ("one threading.Lock around load and save, saved by os.replace" if self.fixed
                else "load, then open('w') and dump, no lock")
         # fixed: one handle (and so one lock) shared by the agents; racy: a handle each, no lock
         self.scenarios = {"increment": Scenario(
-            "increment", f"two agents add one to counter.json ({how})", AGENTS, self.increment,
-            setup=lambda h: seed(h.path), shared=self.fixed, detectors=(Detector("lost-update", lost_update),),
+            "increment", f"{NUMBER[n]} agents add one to counter.json ({how})", agents(n), self.increment,
+            setup=lambda h: seed(h.path), shared=self.fixed,
+            detectors=(Detector("lost-update", partial(lost_update, agents=n)),),
             anomalies=("lost-update",))}
 
     def open(self, location: Path) -> Handle:
@@ -97,10 +103,19 @@ def fixed() -> JsonCounter:
     return JsonCounter("fixed")
 
 
+def racy3() -> JsonCounter:
+    return JsonCounter("racy3")
+
+
+def fixed3() -> JsonCounter:
+    return JsonCounter("fixed3")
+
+
 # -- frontrun -----------------------------------------------------------------------------------
 
-def frontrun_case(variant: str, dsn: str | None = None):
-    fix = variant == "fixed"
+def frontrun_case(variant: str, dsn: str | None = None) -> Case:
+    kind, n = VARIANTS[variant]
+    fix = kind == "fixed"
     root = tempfile.mkdtemp(prefix="bench-fr-json-")
     runs = iter(range(1_000_000))
 
@@ -109,4 +124,4 @@ def frontrun_case(variant: str, dsn: str | None = None):
         seed(h.path)
         return h
 
-    return setup, work, (lambda h: read(h.path) == len(AGENTS)), (lambda: shutil.rmtree(root, True))
+    return Case(setup, (work,) * n, lambda h: read(h.path) == n, lambda: shutil.rmtree(root, True))

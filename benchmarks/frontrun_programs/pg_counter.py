@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 import weakref
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import psycopg
@@ -21,7 +22,7 @@ from psycopg import sql
 
 from toki.harness import Detector, Scenario
 
-from . import AGENTS, lost_update
+from . import AGENTS, Case, lost_update
 
 
 @dataclass
@@ -77,7 +78,7 @@ class PgCounter:
         how = "SELECT ... FOR UPDATE, UPDATE, COMMIT" if self.fixed else "SELECT, UPDATE, COMMIT"
         self.scenarios = {"increment": Scenario(
             "increment", f"two psycopg connections at READ COMMITTED add one ({how})", AGENTS, self.increment,
-            setup=seed, detectors=(Detector("lost-update", lost_update),), anomalies=("lost-update",))}
+            setup=seed, detectors=(Detector("lost-update", partial(lost_update, agents=len(AGENTS))),), anomalies=("lost-update",))}
 
     def use_dsn(self, dsn: str) -> None:
         self.dsn = dsn
@@ -115,7 +116,7 @@ def fixed() -> PgCounter:
 
 # -- frontrun -----------------------------------------------------------------------------------
 
-def frontrun_case(variant: str, dsn: str | None = None):
+def frontrun_case(variant: str, dsn: str | None = None) -> Case:
     if not dsn:
         raise ValueError("the PostgreSQL program needs a DSN")
     fix = variant == "fixed"
@@ -128,4 +129,7 @@ def frontrun_case(variant: str, dsn: str | None = None):
         seed(h)
         return h
 
-    return setup, (lambda h: work(h, fix)), (lambda h: read(h) == len(AGENTS)), (lambda: drop(dsn, tables))
+    def worker(h: Handle) -> None:
+        work(h, fix)
+
+    return Case(setup, (worker,) * len(AGENTS), lambda h: read(h) == len(AGENTS), lambda: drop(dsn, tables))

@@ -32,7 +32,7 @@ def verdict(result) -> str:
     return {False: "found", True: "cleared", None: "inconclusive"}[result.property_holds]
 
 
-def replay(schedule: list[int], setup, worker, invariant, times: int) -> int:
+def replay(schedule: list[int], setup, workers, invariant, times: int) -> int:
     """How many of ``times`` re-runs of a random-strategy schedule fail again (a worker raises, or the
     invariant breaks); a frontrun timeout or deadlock is not a reproduction, as in frontrun's own count."""
     from frontrun._deadlock import DeadlockError  # what a replay that deadlocks raises (not public)
@@ -41,7 +41,7 @@ def replay(schedule: list[int], setup, worker, invariant, times: int) -> int:
     hits = 0
     for _ in range(times):
         try:
-            state = run_with_schedule(schedule, setup, [worker, worker])
+            state = run_with_schedule(schedule, setup, list(workers))
         except (TimeoutError, DeadlockError):
             continue
         except Exception:  # noqa: BLE001 - the worker's own error again: the crash reproduced
@@ -67,17 +67,18 @@ def main(argv=None) -> int:
     import frontrun
 
     mod, variant = module(a.program)
-    setup, worker, invariant, cleanup = mod.frontrun_case(variant, a.dsn)
-    options = {"count": 2, "strategy": a.strategy, "total_timeout": a.total_timeout,
-               "reproduce_on_failure": a.replays}
+    case = mod.frontrun_case(variant, a.dsn)
+    workers = case.explore_workers()
+    options = {k: v for k, v in workers.items() if k != "workers"}  # count=n, for one function run n times
+    options |= {"strategy": a.strategy, "total_timeout": a.total_timeout, "reproduce_on_failure": a.replays}
     if a.strategy == "random":
         options |= {"seed": a.seed, "max_attempts": a.max_attempts}
     if a.lock_timeout is not None:
         options["lock_timeout"] = a.lock_timeout
-    out = {"tool": f"frontrun-{a.strategy}", "program": a.program, "options": options}
+    out = {"tool": f"frontrun-{a.strategy}", "program": a.program, "agents": len(case.workers), "options": options}
     t = time.perf_counter()
     try:
-        r = frontrun.explore(setup=setup, workers=worker, invariant=invariant, **options)
+        r = frontrun.explore(setup=case.setup, workers=workers["workers"], invariant=case.invariant, **options)
         out |= {"verdict": verdict(r), "explored": r.num_explored, "unique": r.unique_interleavings,
                 "replays": r.reproduction_attempts, "replayed": r.reproduction_successes,
                 "reason": r.inconclusive_reason,
@@ -86,14 +87,14 @@ def main(argv=None) -> int:
                 "explanation": (r.explanation or "").strip().splitlines()[0][:300] if r.property_holds is False else None}
         if (a.strategy == "random" and r.property_holds is False and not r.reproduction_attempts
                 and isinstance(r.counterexample, list)):
-            out["replayed"] = replay(r.counterexample, setup, worker, invariant, a.replays)
+            out["replayed"] = replay(r.counterexample, case.setup, case.workers, case.invariant, a.replays)
             out |= {"replays": a.replays, "replay_by": "bench: frontrun.bytecode.run_with_schedule"}
     except Exception as e:  # noqa: BLE001 - explore() itself raised: that is the result of this run
         out |= {"verdict": "error", "explored": None, "replays": 0, "replayed": 0,
                 "reason": f"explore() raised {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
                 "traceback": traceback.format_exc(limit=-3)}
     out["elapsed_s"] = round(time.perf_counter() - t, 3)
-    cleanup()
+    case.cleanup()
     print("FRONTRUN-RESULT " + json.dumps(out), flush=True)
     return 0
 

@@ -4,6 +4,7 @@
   two agents that both read 0 both write 1 (a lost update).
 - ``fixed``: the same two statements inside ``BEGIN IMMEDIATE ... COMMIT``: the second agent's
   ``BEGIN IMMEDIATE`` waits (SQLite's default 5 s busy timeout) until the first commits.
+- ``racy3``, ``fixed3``: the same with three agents, A, B and C.
 
 The connection is opened inside ``work`` with ``sqlite3``'s defaults, as an application would.
 """
@@ -14,13 +15,16 @@ import os
 import shutil
 import sqlite3
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from toki.harness import Detector, Scenario
 
-from . import AGENTS, lost_update
+from . import NUMBER, Case, agents, lost_update
 
 DB = "counter.db"
+
+VARIANTS = {"racy": ("racy", 2), "fixed": ("fixed", 2), "racy3": ("racy", 3), "fixed3": ("fixed", 3)}
 
 
 def work(path: str, fixed: bool) -> None:
@@ -60,12 +64,13 @@ class SqliteCounter:
     version = sqlite3.sqlite_version
 
     def __init__(self, variant: str):
-        self.fixed = variant == "fixed"
+        kind, n = VARIANTS[variant]
+        self.fixed = kind == "fixed"
         self.name = f"bench-sqlite-counter-{variant}"
         how = "BEGIN IMMEDIATE, SELECT, UPDATE, COMMIT" if self.fixed else "SELECT, then UPDATE, autocommitted"
         self.scenarios = {"increment": Scenario(
-            "increment", f"two connections add one to counter.n ({how})", AGENTS, self.increment,
-            setup=seed, detectors=(Detector("lost-update", lost_update),),
+            "increment", f"{NUMBER[n]} connections add one to counter.n ({how})", agents(n), self.increment,
+            setup=seed, detectors=(Detector("lost-update", partial(lost_update, agents=n)),),
             anomalies=("lost-update",))}
 
     def open(self, location: Path) -> str:
@@ -89,10 +94,19 @@ def fixed() -> SqliteCounter:
     return SqliteCounter("fixed")
 
 
+def racy3() -> SqliteCounter:
+    return SqliteCounter("racy3")
+
+
+def fixed3() -> SqliteCounter:
+    return SqliteCounter("fixed3")
+
+
 # -- frontrun -----------------------------------------------------------------------------------
 
-def frontrun_case(variant: str, dsn: str | None = None):
-    fix = variant == "fixed"
+def frontrun_case(variant: str, dsn: str | None = None) -> Case:
+    kind, n = VARIANTS[variant]
+    fix = kind == "fixed"
     root = tempfile.mkdtemp(prefix="bench-fr-sqlite-")
     runs = iter(range(1_000_000))
 
@@ -101,4 +115,7 @@ def frontrun_case(variant: str, dsn: str | None = None):
         seed(path)
         return path
 
-    return setup, (lambda path: work(path, fix)), (lambda path: read(path) == len(AGENTS)), (lambda: shutil.rmtree(root, True))
+    def worker(path: str) -> None:
+        work(path, fix)
+
+    return Case(setup, (worker,) * n, lambda path: read(path) == n, lambda: shutil.rmtree(root, True))
