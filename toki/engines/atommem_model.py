@@ -627,6 +627,83 @@ class AtomMemModel:
             st["corrupt"] = corrupt
         return st
 
+    # -- a trial as a memory history (toki.record.trial_history) -------------------------------
+    def memory_history(self, scenario: str, outcome, returned: dict | None = None) -> dict | None:
+        """Alice's residence as one single-valued slot ``alice/residence`` (its facts contradict
+        each other), every other fact text its own slot (``alice/Alice has a dog.``), a claim a
+        fact's text. What each add did comes from what it returned: CREATE read no fact of its
+        text (the duplicate check) and, for a residence, none the conflict LLM picked, and appended
+        its own; CONFLICT_RESOLVED read the fact its conflict vote names, retracted it and added its
+        text (the overwrite in place); IGNORE read its own text. Every vote is a ``decide`` over
+        (stored, new). A search (top 5 of at most 5 facts here: every fact) is a current read of
+        each slot. The final reads are the facts file's texts, each slot's as a current read (the
+        file keeps no earlier version: there is no history to read).
+
+        None for the profile scenarios (the profiles are a cache derived from the facts; what a
+        batch read and wrote is not in the state or its return), for a search that could not have
+        returned every fact, for a run in which an adding call failed (a torn read, maybe after
+        its whole-file save: what that save wrote back and dropped is stated by no op, and an op
+        that failed states no writes a checker can hold it to), and for a return these rules do
+        not explain. A facts file that no longer parses (a torn
+        write) gives no final read."""
+        sc = self.scenarios.get(scenario)
+        plan = getattr(getattr(sc, "call", None), "plan", None)
+        if not plan or not isinstance(outcome.state, dict) or "facts" not in outcome.state:
+            return None
+        if any(op == "end_session" for steps in plan.values() for op, *_ in steps):
+            return None
+        returned = returned or {}
+        seed = list(getattr(sc.setup, "texts", ()))
+        planned = [a[0] for steps in plan.values() for op, *a in steps if op == "add"]
+        slots = sorted({_slot(t) for t in seed + planned})
+        agents: dict[str, list] = {}
+        for agent, steps in plan.items():
+            got = returned.get(agent) if agent in outcome.completed else None
+            if not isinstance(got, dict):
+                if any(op == "add" for op, *_ in steps):
+                    # a torn read failed the call, maybe after a whole-file save: what that save
+                    # wrote back (and dropped) is no op's, and an op that failed states no writes
+                    return None
+                agents[agent] = [["current", sl, None] for sl in slots]
+                continue
+            votes = list(got.get("votes", []))
+            mops: list = []
+            for (op, *args), res in zip(steps, got.get("results", [])):
+                if op == "search":
+                    if len(res) >= MAIN_RECALL_TOP_K:
+                        return None  # the top 5 need not be every fact
+                    mops += [["current", sl, sorted(t for t in res if _slot(t) == sl)] for sl in slots]
+                    continue
+                text = args[0]
+                mine = [v for v in votes if v["new"] == text]
+                votes = [v for v in votes if v["new"] != text]
+                add = _add_mops(text, res, mine)
+                if add is None:
+                    return None
+                mops += add
+            agents[agent] = mops
+        if "facts" in outcome.state.get("corrupt", []):
+            return {"setup": [["add", _slot(t), t] for t in seed], "agents": agents, "final": []}
+        held = [f[1] for f in outcome.state["facts"]]
+        # A whole-file save writes back the list its call loaded: a fact another call added after
+        # that load is dropped by the save. Two agents here, so a fact an acknowledged add put in
+        # the file and the file no longer holds was dropped by the other writer's save (the state
+        # does not say which save came last, only that one did): a retract in that writer's op.
+        writers = [a for a in agents if any(m[0] == "add" for m in agents[a])]
+        for agent in writers:
+            for m in [m for m in agents[agent] if m[0] == "add"]:
+                if m[2] in held or any(x[0] == "retract" and x[2] == m[2] for ops in agents.values() for x in ops):
+                    continue
+                others = [b for b in writers if b != agent]
+                if len(others) != 1:
+                    return None
+                # the save wrote the slot back as its call had loaded it, and it was the last save:
+                # what it loaded of the slot is what the file holds of it
+                agents[others[0]] += [["current", m[1], sorted(t for t in held if _slot(t) == m[1])],
+                                      ["retract", m[1], m[2]]]
+        final = [["current", sl, sorted(t for t in held if _slot(t) == sl)] for sl in slots]
+        return {"setup": [["add", _slot(t), t] for t in seed], "agents": agents, "final": final}
+
     # -- what one agent does --------------------------------------------------------------------
     def run_plan(self, h: AtomMemHandle, agent: str, plan: tuple) -> dict:
         h.bind(agent)
@@ -642,6 +719,32 @@ class AtomMemModel:
             else:
                 raise ConfigError(f"unknown AtomMem call {op!r}", fix="use add, search or end_session")
         return {"results": results, "votes": list(h.votes)}
+
+
+# -- a trial as a memory history ----------------------------------------------------------------
+
+def _slot(text: str) -> str:
+    """The residence facts contradict each other (one belief); any other fact is a belief of its own."""
+    return "alice/residence" if text in RESIDENCES else f"alice/{text}"
+
+
+def _add_mops(text: str, res: dict, votes: list[dict]) -> list | None:
+    """One add as micro-ops, from its action and its votes (see AtomMemModel.memory_history)."""
+    slot = _slot(text)
+    out: list = [["decide", f"{v['stored']} | {text}", sorted([v["stored"], text]),
+                  text if v["conflict"] else v["stored"]] for v in votes]
+    won = [v["stored"] for v in votes if v["conflict"]]
+    action = res.get("action")
+    if action == "IGNORE":
+        return out + [["current", slot, [text]]]
+    if action == "CONFLICT_RESOLVED":
+        if len(won) != 1 or _slot(won[0]) != slot:
+            return None
+        return out + [["current", slot, [won[0]]], ["retract", slot, won[0]], ["add", slot, text]]
+    if action == "CREATE" and not won:
+        kept = sorted(v["stored"] for v in votes if _slot(v["stored"]) == slot)  # judged, and it stays
+        return out + [["current", slot, kept], ["add", slot, text]]
+    return None
 
 
 # -- detectors on the model's state --------------------------------------------------------------
@@ -789,11 +892,13 @@ def _scenarios(engine: AtomMemModel) -> dict[str, Scenario]:
     def seeded(*texts):
         def setup(h):
             engine.run_plan(h, "setup", tuple(("add", t) for t in texts))
+        setup.texts = texts  # the seed, for the trial's memory history
         return setup
 
     def calls(plan: dict[str, tuple]):
         def call(h, agent):
             return engine.run_plan(h, agent, plan[agent])
+        call.plan = plan  # what each agent does, for the trial's memory history
         return call
 
     sc = [

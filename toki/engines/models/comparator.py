@@ -115,6 +115,71 @@ class ComparatorModel:
         return {"facts": [[s, p, o, vf, vt, bool(b)] for s, p, o, vf, vt, b in facts],
                 "audit": [list(a) for a in audit]}
 
+    # -- a trial as a memory history (toki.record.trial_history) -------------------------------
+    def memory_history(self, scenario: str, outcome, returned: dict | None = None) -> dict | None:
+        """Each (subject, predicate) as a single-valued slot ``subject/predicate``, a claim its
+        object. Writes are serialized (BEGIN IMMEDIATE) and each returns its transaction number,
+        so the returned ``tx`` orders them; what a write read and closed follows from that order:
+        the slot's current value is the believed fact latest in valid time among those written
+        before it (the write's timeline is a function of the believed set, never of arrival). A
+        write that lands current reads the current value, retracts it and adds its own; an older
+        one adds its own and retracts it at once (it closes nothing current); a duplicate reads its
+        object current or believed. A reader's op is the list it was returned. The final reads are
+        the state's: the current object, and every object the facts table keeps (closed rows
+        included: nothing is deleted), in write order, as the slot's audit history; a write whose
+        fact the table lost would be missing from it (N3).
+
+        None when a write did not return (its tx, and so its place in the order, is unknown)."""
+        sc = self.scenarios.get(scenario)
+        plan = getattr(getattr(sc, "call", None), "plan", None)
+        if not plan or not isinstance(outcome.state, dict) or "facts" not in outcome.state:
+            return None
+        returned = returned or {}
+        slot_name = lambda sp: f"{sp[0]}/{sp[1]}"  # noqa: E731
+        writes: list[tuple[int, str | None, tuple, str, str, str]] = []  # (tx, agent, slot, object, valid_from, action)
+        for i, (sp, obj, vf) in enumerate(getattr(sc.setup, "writes", ()) if sc.setup else ()):
+            writes.append((-len(plan) - 1 + i, None, sp, obj, vf, "insert"))  # the seed commits first
+        agents: dict[str, list] = {}
+        for agent, steps in plan.items():
+            got = returned.get(agent) if agent in outcome.completed else None
+            if not isinstance(got, dict):
+                if any(op == "write" for op, *_ in steps):
+                    return None
+                agents[agent] = [["current", slot_name(a[0]), None] for _, *a in steps]
+                continue
+            agents[agent] = []
+            for (op, *args), res in zip(steps, got.get("results", [])):
+                if op == "read":
+                    agents[agent].append(["current", slot_name(args[0]), list(res)])
+                else:
+                    writes.append((res["tx"], agent, args[0], args[1], args[2], res["action"]))
+        believed: dict[tuple, list[tuple[str, str]]] = {}
+        order: dict[tuple, list[str]] = {}
+        setup: list = []
+        for _tx, agent, sp, obj, vf, action in sorted(writes, key=lambda w: w[0]):
+            name, rows = slot_name(sp), believed.setdefault(sp, [])
+            cur = max(rows, key=lambda r: _key(r[0], r[1]))[0] if rows else None
+            if action == "duplicate":
+                mops = [["current", name, [cur]]] if cur == obj else []  # a believed, closed duplicate: no current read
+            else:
+                rows.append((obj, vf))
+                order.setdefault(sp, []).append(obj)
+                new_cur = max(rows, key=lambda r: _key(r[0], r[1]))[0]
+                mops = [["current", name, [cur] if cur is not None else []]]
+                if new_cur == obj:
+                    mops += ([["retract", name, cur]] if cur is not None else []) + [["add", name, obj]]
+                else:
+                    mops += [["add", name, obj], ["retract", name, obj]]
+            (setup if agent is None else agents[agent]).extend(mops)
+        slots = sorted({w[2] for w in writes} | {a[0] for steps in plan.values() for op, *a in steps if op == "read"})
+        final = []
+        for sp in slots:
+            facts = [f for f in outcome.state["facts"] if (f[0], f[1]) == sp]
+            kept = {f[2] for f in facts}
+            final += [["current", slot_name(sp), sorted({f[2] for f in facts if f[5] and f[4] == OPEN})],
+                      ["history", slot_name(sp), [o for o in order.get(sp, []) if o in kept]]]
+        return {"setup": [m for m in setup if m[0] != "current"], "agents": agents, "final": final}
+
     def run_plan(self, h: ComparatorHandle, agent: str, plan: tuple) -> dict:
         out = []
         for op, *args in plan:
@@ -195,11 +260,13 @@ def _scenarios(engine: ComparatorModel) -> dict[str, Scenario]:
     def seeded(*writes):
         def setup(h):
             engine.run_plan(h, "setup", tuple(("write", *w) for w in writes))
+        setup.writes = writes  # the seed, for the trial's memory history
         return setup
 
     def calls(plan: dict[str, tuple]):
         def call(h, agent):
             return engine.run_plan(h, agent, plan[agent])
+        call.plan = plan  # what each agent does, for the trial's memory history
         return call
 
     berlin = (RESIDENCE, "Berlin", "2026-01-05")

@@ -180,6 +180,46 @@ class MirixModel:
         rows = h.conn.execute("SELECT name, summary FROM semantic_memory ORDER BY name, summary").fetchall()
         return {"semantic": [list(r) for r in rows]}
 
+    # -- a trial as a memory history (toki.record.trial_history) -------------------------------
+    def memory_history(self, scenario: str, outcome, returned: dict | None = None) -> dict | None:
+        """Each item name as a single-valued slot (``Alice residence``, ``Alice pet``), a claim an
+        item's summary. The state holds (name, summary) rows only; what each step did comes from
+        what it returned: the tool's message (inserted, skipped, deleted and inserted, no change)
+        and the judge's votes, whose ``stored`` is the summary the step's list read showed. The
+        final reads are current reads only: MIRIX hard-deletes and keeps no history.
+
+        None (no history) for a run in which an update found its item gone (NoResultFound): its
+        delete read one item by id and saw it missing, which says nothing of what else the slot
+        held then, and a ``current`` read must list the whole slot."""
+        sc = self.scenarios.get(scenario)
+        plan = getattr(getattr(sc, "call", None), "plan", None)
+        if not plan or not isinstance(outcome.state, dict) or "semantic" not in outcome.state:
+            return None
+        returned = returned or {}
+        agents: dict[str, list] = {}
+        for agent, steps in plan.items():
+            got = returned.get(agent) if agent in outcome.completed else None
+            if not isinstance(got, dict):  # it did not return: its planned writes, no read
+                agents[agent] = [["add", name, summary] for op, name, summary in
+                                 ((s[0], s[1], s[2] if len(s) > 2 else None) for s in steps) if op == "remember"]
+                continue
+            votes = list(got.get("votes", []))
+            mops: list = []
+            for (op, *args), res in zip(steps, got.get("results", [])):
+                if op == "search":
+                    mops.append(["current", args[0], sorted(res)])
+                    continue
+                name, summary = args
+                mine = _step_mops(name, summary, res, votes)
+                if mine is None:
+                    return None
+                mops += mine
+            agents[agent] = mops
+        seed = list(getattr(sc.setup, "items", ()))
+        slots = sorted({n for n, _ in seed} | {s[1] for steps in plan.values() for s in steps})
+        final = [["current", n, sorted(s for m, s in outcome.state["semantic"] if m == n)] for n in slots]
+        return {"setup": [["add", n, s] for n, s in seed], "agents": agents, "final": final}
+
     def run_plan(self, h: MirixHandle, agent: str, plan: tuple, judge: JudgeFactory | None = None) -> dict:
         h.bind(agent, judge or self.judge_factory)
         votes: list[dict] = []
@@ -192,6 +232,30 @@ class MirixModel:
             else:
                 raise ConfigError(f"unknown MIRIX call {op!r}", fix="use remember or search")
         return {"results": out, "votes": votes}
+
+
+def _step_mops(name: str, summary: str, res: str, votes: list[dict]) -> list | None:
+    """One memory agent step as micro-ops, from the tool's message and the votes (taken in
+    order: only an update or a "no change" asked the judge). An update deleted the listed item of
+    the name (each scenario seeds one) and inserted its own: it read the judged summary current,
+    retracted it, added its own; an insert read no item of the name; a skipped insert read its own
+    summary current (what the insert's list showed: the step's earlier list is not in the
+    message); "no change" read the stored summary, which the judge kept. A vote is a ``decide``
+    over (stored, new)."""
+    if res.startswith("function call failed"):
+        return None
+    if res.startswith("Semantic memory with the following ids have been deleted") or res == "no change":
+        if not votes or votes[0]["new"] != summary:
+            return None  # an update the judge was not asked about: no scenario does that
+        v = votes.pop(0)
+        out = [["decide", f"{name}: {v['stored']} | {summary}", sorted([v["stored"], summary]),
+                summary if v["new_wins"] else v["stored"]], ["current", name, [v["stored"]]]]
+        return out + ([["retract", name, v["stored"]], ["add", name, summary]] if v["new_wins"] else [])
+    if res.startswith("Inserted 1 "):
+        return [["current", name, []], ["add", name, summary]]
+    if res.startswith("Inserted 0 ") and "Skipped 1 " in res:
+        return [["current", name, [summary]]]
+    return None
 
 
 # -- detectors ---------------------------------------------------------------------------------------
@@ -257,11 +321,13 @@ def _scenarios(engine: MirixModel) -> dict[str, Scenario]:
             h.agent = "setup"
             for name, summary in items:
                 insert_semantic_item(h, name, summary)
+        setup.items = items  # the seed, for the trial's memory history
         return setup
 
     def calls(plan: dict[str, tuple], judge: JudgeFactory | None = None):
         def call(h, agent):
             return engine.run_plan(h, agent, plan[agent], judge)
+        call.plan = plan  # what each agent does, for the trial's memory history
         return call
 
     races = (two_current(RESIDENCE), slot_lost(RESIDENCE))
