@@ -82,6 +82,17 @@ CARRIED["zep"] = CARRIED["graphiti"]  # the Zep CE model runs Graphiti's code: t
 CARRIED["mirix"] = {"double-supersede": ("G2-item", "double-supersede"),
                     "duplicate-insert": ("duplicate-insert", "lost-update"), "N1": ("N1",), "N2": (), "N3": (),
                     "lost-update": ()}
+# Letta (a model): both steps replaced the Berlin line from their step-start copies and both
+# flushes passed (a G-single-item cycle through the final read, a lost update of one read); a
+# change undone by the other agent's flush of its stale copy (stale-write-back, a consolidation
+# written over) is a line current again after its retraction (G-single-item; N2 too when the
+# final read's two slots disagree with every serial order); two answers of one call from two
+# values of the block is a read that changed within one op (G-single-item, internal). Not
+# carried: a line lost to a stale flush (only a claim missing from current reads) and N3 (always:
+# a block keeps only its latest value).
+CARRIED["letta"] = {"double-supersede": ("G-single-item", "lost-update"),
+                    "lost-update:reverted": ("G-single-item",), "lost-update:rethink_lost": ("G-single-item", "N2"),
+                    "lost-update:lines_lost": (), "N2": ("G-single-item", "internal"), "N3": (), "N1": ("N1",)}
 # The judge-free comparator: its detectors never fire (one serialized transaction per write); a
 # superseded fact missing from the facts table would be N3 in its final history read.
 CARRIED["comparator"] = {"N3": ("N3",), "double-supersede": ("double-supersede",), "double-current":
@@ -482,6 +493,33 @@ def test_atommem_model_serial_runs_and_interleavings_agree(tmp_path, scenario):
     eng = load_engine("atommem")
     assert set(ATOMMEM_SCENARIOS) | {"profile-vs-revision", "profile-batch-vs-add"} == set(eng.scenarios)
     _agree_and_find(eng, scenario, tmp_path, 8, ATOMMEM_RACES)
+
+
+LETTA_RACES = {"double-supersede": "lost-update", "stale-write-back": "G-single-item",
+               "shared-block-stale-read": "internal", "consolidation-overwrites": "G-single-item", "rejudge": "N1"}
+LETTA_SCENARIOS = ["two-writers-one-block", "shared-block-stale-read", "stale-write-back", "consolidation-overwrites",
+                   "remember-overwrites", "double-supersede", "rejudge"]
+
+
+@pytest.mark.parametrize("scenario", LETTA_SCENARIOS)
+def test_letta_model_serial_runs_and_interleavings_agree(tmp_path, scenario):
+    from toki.engines.registry import load_engine
+
+    eng = load_engine("letta")
+    assert set(LETTA_SCENARIOS) | {"duplicate-remember"} == set(eng.scenarios)
+    _agree_and_find(eng, scenario, tmp_path, 8, LETTA_RACES)
+
+
+def test_letta_duplicate_remember_has_no_history(tmp_path):
+    """Two steps append one line: a step that found the line there returns what an append does."""
+    from toki.engines.registry import load_engine
+    from toki.harness.controller import SerialChooser
+
+    eng = load_engine("letta")
+    sc = eng.scenarios["duplicate-remember"]
+    with TrialRunner(eng, sc) as runner:
+        trace, out = runner.run(SerialChooser(("A", "B")))
+    assert trial_history(eng, sc, trace, out) is None
 
 
 def test_atommem_profile_scenarios_have_no_history():

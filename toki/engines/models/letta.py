@@ -200,12 +200,119 @@ class LettaModel:
         rows = h.conn.execute("SELECT label, value FROM block ORDER BY label").fetchall()
         return {"blocks": [list(r) for r in rows]}
 
+    # -- a trial as a memory history (toki.record.trial_history) -------------------------------
+    def memory_history(self, scenario: str, outcome, returned: dict | None = None) -> dict | None:
+        """A block's lines as beliefs: Alice's residence lines (Berlin, Paris, Rome contradict
+        each other) one single-valued slot ``human/residence``, every other line a slot of its own
+        (``human/Alice has a cat.``, ``notes/Notes:``), a claim the line. What each step did comes
+        from what the call returned and its plan: a replace's vote names the line it read
+        (``stored``), which it retracted when the new fact won; an append read no such line and
+        added it (the line already there: it read it); a note added its line; a rethink read every
+        line the consolidated text names, retracted them and added the summary; an ask read the
+        line it answered with. Every vote is a ``decide`` over (stored, new). A flush writes the
+        whole block from the step-start copy (last writer wins), so a line an acknowledged step
+        added that the block no longer holds was written over by the other agent's flush: a read
+        and a retract in that agent's op. The final reads are the blocks' lines, current reads
+        only: a block keeps only its latest value.
+
+        None for ``duplicate-remember`` (two steps append one line, and a step that found the line
+        already there returns what an append returns: the block's value, which holds the line
+        either way), for a return these rules do not explain, and when a dropped line cannot be
+        put on one other writer. A call refused by the version check (a clean abort) wrote
+        nothing."""
+        sc = self.scenarios.get(scenario)
+        plan = getattr(getattr(sc, "call", None), "plan", None)
+        if not plan or not isinstance(outcome.state, dict) or "blocks" not in outcome.state:
+            return None
+        returned = returned or {}
+        appended = [arg for steps in plan.values() for op, _, arg in steps if op == "remember" and arg not in RESIDENCES]
+        if len(appended) != len(set(appended)):
+            return None  # two steps append one line: whether the second found it there is not returned
+        blocks = list(getattr(sc.setup, "blocks", ()))
+        seed = [(label, ln) for _, label, value, _ in blocks for ln in value.split("\n") if ln]
+        agents: dict[str, list] = {}
+        for agent, steps in plan.items():
+            got = returned.get(agent) if agent in outcome.completed else None
+            if not isinstance(got, dict):  # refused or failed: its planned lines, nothing read
+                agents[agent] = [["add", _line_slot(label, arg), arg] for op, label, arg in steps
+                                 if op in ("remember", "note")]
+                continue
+            votes = list(got.get("votes", []))
+            mops: list = []
+            for (op, label, arg), res in zip(steps, got.get("steps", [])):
+                mine = _step_mops(op, label, arg, res, votes)
+                if mine is None:
+                    return None
+                mops += mine
+            if votes:
+                return None
+            agents[agent] = mops
+        held = [(label, ln) for label, value in outcome.state["blocks"] for ln in value.split("\n") if ln]
+        writers = [a for a in agents if a in outcome.completed and any(m[0] == "add" for m in agents[a])]
+        for agent in writers:
+            for m in [m for m in agents[agent] if m[0] == "add"]:
+                label = m[1].split("/", 1)[0]
+                if (label, m[2]) in held or any(x[0] == "retract" and x[2] == m[2]
+                                                for ops in agents.values() for x in ops):
+                    continue
+                others = [b for b in writers if b != agent]
+                if len(others) != 1:
+                    return None
+                # the other flush was the last write of the block, from its step-start copy: what
+                # it loaded of the slot is what the block holds of it
+                agents[others[0]] += [["current", m[1], sorted(ln for lb, ln in held if _line_slot(lb, ln) == m[1])],
+                                      ["retract", m[1], m[2]]]
+        slots = sorted({_line_slot(lb, ln) for lb, ln in seed + held}
+                       | {m[1] for ops in agents.values() for m in ops if m[0] != "decide"})
+        final = [["current", sl, sorted(ln for lb, ln in held if _line_slot(lb, ln) == sl)] for sl in slots]
+        return {"setup": [["add", _line_slot(lb, ln), ln] for lb, ln in seed], "agents": agents, "final": final}
+
     def run_plan(self, h: LettaHandle, agent: str, plan: tuple, judge: JudgeFactory | None = None) -> dict:
         """One user message to agent ``agent``: its steps (a heartbeat runs another step)."""
         h.bind(agent, judge or self.judge_factory)
         votes: list[dict] = []
         steps = [step(h, agent, m, votes) for m in plan]
         return {"steps": steps, "votes": votes}
+
+
+# -- a trial as a memory history -------------------------------------------------------------------
+
+RESIDENCES = (BERLIN, PARIS, ROME)
+
+
+def _line_slot(label: str, line: str) -> str:
+    return f"{label}/residence" if line in RESIDENCES else f"{label}/{line}"
+
+
+def _step_mops(op: str, label: str, arg: str, res: dict, votes: list[dict]) -> list | None:
+    """One step as micro-ops (see LettaModel.memory_history); takes its vote from ``votes``."""
+    after = [ln for ln in (res.get("memory") or {}).get(label, "").split("\n") if ln]
+    if op == "ask":
+        return [["current", f"{label}/residence", [res["reply"]] if res.get("reply") else []]]
+    if op == "note":
+        return [["current", _line_slot(label, arg), []], ["add", _line_slot(label, arg), arg]]
+    if op == "rethink":
+        summary = next((ln for ln in after if ln.startswith("Summary: ")), None)
+        if summary is None:
+            return None  # the block's re-read after the flush no longer shows it: not stated here
+        read = [ln for ln in (BERLIN, PARIS, ROME, CAT, VIOLIN) if ln in summary]
+        out: list = [["current", _line_slot(label, ln), [ln]] for ln in read]
+        return out + [["retract", _line_slot(label, ln), ln] for ln in read] + [["add", f"{label}/{summary}", summary]]
+    if op != "remember":
+        return None
+    slot = _line_slot(label, arg)
+    if votes and votes[0]["new"] == arg:
+        v = votes.pop(0)
+        out = [["decide", f"{label}: {v['stored']} | {arg}", sorted([v["stored"], arg]),
+                arg if v["new_wins"] else v["stored"]], ["current", slot, [v["stored"]]]]
+        return out + ([["retract", slot, v["stored"]], ["add", slot, arg]] if v["new_wins"] else [])
+    if arg in RESIDENCES:
+        # a residence is replaced in place, so the block always holds one: a step that asked no
+        # judge found its own line there (no hit but itself)
+        return [["current", slot, [arg]]]
+    # an append (the caller declines the scenarios where another step adds the same line: a step
+    # that found its line already there returns just what an append does)
+    return [["current", slot, []], ["add", slot, arg]]
 
 
 # -- detectors ---------------------------------------------------------------------------------------
@@ -297,11 +404,13 @@ def _scenarios(engine: LettaModel) -> dict[str, Scenario]:
         def setup(h):
             for bid, label, value, agents in blocks:
                 create_block(h, bid, label, value, agents)
+        setup.blocks = blocks  # the seed, for the trial's memory history
         return setup
 
     def calls(plan: dict[str, tuple], judge: JudgeFactory | None = None):
         def call(h, agent):
             return engine.run_plan(h, agent, plan[agent], judge)
+        call.plan = plan  # what each agent says, for the trial's memory history
         return call
 
     shared = ("block-human", "human", BERLIN, ("A", "B", "C", "S"))
