@@ -250,6 +250,19 @@ class Mem0V1Engine(m2.Mem0Engine):
             h.mem.llm.bind(None, None)
         return {"results": results, "votes": votes}
 
+    # -- a trial as a memory history (toki.record.trial_history) -------------------------------
+    def memory_history(self, scenario: str, outcome, returned: dict | None = None) -> dict | None:
+        """The model's (:func:`toki.engines.models.mem0_v2.history_spec`): the same calls and
+        returns, memories named by the text they were added with. mem0 1.0.11 logs an action
+        that raised and does not return it, so an add that returned no action and asked no judge
+        (a NONE, or an UPDATE of a memory deleted meanwhile) has no history."""
+        sc = self.scenarios.get(scenario)
+        plan = getattr(getattr(sc, "call", None), "plan", None)
+        if not plan or not isinstance(outcome.state, dict) or "memories" not in outcome.state:
+            return None
+        return model.history_spec(plan, getattr(sc.setup, "texts", ()) if sc.setup else (), outcome,
+                                  returned or {}, errors_returned=False)
+
     def _named(self, h: m2.Mem0Handle, r: dict) -> dict:
         """One result of add() with the memory named as the state names it (its ADD text, not its uuid)."""
         out = {k: v for k, v in r.items() if k in ("memory", "event", "previous_memory")}
@@ -286,11 +299,13 @@ def _scenarios(engine: Mem0V1Engine) -> dict[str, Scenario]:
     def seeded(*texts):
         def setup(h):
             engine.run_plan(h, "setup", tuple(("add", t) for t in texts))
+        setup.texts = texts  # the seed, for the trial's memory history
         return setup
 
     def calls(plan: dict[str, tuple], judge=None):
         def call(h, agent):
             return engine.run_plan(h, agent, plan[agent], judge)
+        call.plan = plan  # what each agent says, for the trial's memory history
         return call
 
     # the model's scenarios carry its own calls and seeds; keep their agents, plans, detectors and tags

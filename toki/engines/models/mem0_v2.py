@@ -322,6 +322,16 @@ class Mem0V2Model:
         return {"memories": [list(r) for r in h.vs.list()],
                 "history": [[mid, rows] for mid, rows in sorted(hist.items())]}
 
+    # -- a trial as a memory history (toki.record.trial_history) -------------------------------
+    def memory_history(self, scenario: str, outcome, returned: dict | None = None) -> dict | None:
+        """See :func:`history_spec` (the model returns the actions that raised, as ``errors``)."""
+        sc = self.scenarios.get(scenario)
+        plan = getattr(getattr(sc, "call", None), "plan", None)
+        if not plan or not isinstance(outcome.state, dict) or "memories" not in outcome.state:
+            return None
+        return history_spec(plan, getattr(sc.setup, "texts", ()) if sc.setup else (), outcome, returned or {},
+                            errors_returned=True)
+
     def run_plan(self, h: Mem0Handle, agent: str, plan: tuple, judge: JudgeFactory | None = None) -> dict:
         h.bind(agent, judge or self.judge_factory)
         results, votes, errors = [], [], []
@@ -336,6 +346,99 @@ class Mem0V2Model:
             votes.extend(r["votes"])
             errors.extend(r["errors"])
         return {"results": results, "votes": votes, "errors": errors}
+
+
+# -- a trial as a memory history ----------------------------------------------------------------------
+
+# Which belief each text is about: the texts of one topic refine or contradict each other (RELATIONS).
+TOPICS = {**{t: "alice/tea" for t in (TEA, GREEN, MILK, BOTH, NOTEA)},
+          **{t: "alice/employer" for t in (ACME, GLOBEX, INITECH)},
+          PARIS: "alice/residence", ROME: "alice/residence", LOVE: "me/chinese food", HATE: "me/chinese food",
+          DOG: "alice/pet"}
+
+
+SEARCH_TOPICS = {"Where does Alice work?": "alice/employer"}
+
+
+def _add_mops(message: str, actions: list[dict], votes: list[dict], failed: list) -> list | None:
+    """One add() as micro-ops, from the actions it returned and its votes (the update LLM's
+    reading of the memories the search showed it). An UPDATE read its ``previous_memory``,
+    retracted it and added its text; a DELETE read the memory's text and retracted it; an ADD
+    with nothing deleted read the topic empty (every two texts of a topic in these scenarios are
+    related, so a memory shown would have been updated, deleted or kept); a NONE returns
+    nothing: with a vote, the judge kept the stored text (read), without one the message was
+    stored already (read). Every vote is a ``decide`` over (stored, new). None when an action
+    raised (``failed``, or a vote the new fact won with no action on the stored text: mem0
+    1.0.11 does not return an action that raised): its read of one memory by id (gone) says
+    nothing of the rest."""
+    if failed:
+        return None
+    slot = TOPICS.get(message)
+    if slot is None or any(TOPICS.get(a["memory"]) != slot for a in actions):
+        return None
+    out: list = [["decide", f"{slot}: {v['stored']} | {v['new']}", sorted([v["stored"], v["new"]]),
+                  v["new"] if v["new_wins"] else v["stored"]] for v in votes]
+    done = {a.get("previous_memory") or a["memory"] for a in actions if a["event"] in ("UPDATE", "DELETE")}
+    if any(v["new_wins"] and v["stored"] not in done for v in votes):
+        return None  # the judge let the new fact win and no action replaced the stored one: it raised
+    kept = [v["stored"] for v in votes if not v["new_wins"]]
+    if not actions:
+        return out + [["current", slot, kept or [message]]]
+    reads = [a.get("previous_memory") or a["memory"] for a in actions if a["event"] in ("UPDATE", "DELETE")]
+    out.append(["current", slot, sorted(reads)])
+    for a in actions:
+        if a["event"] == "UPDATE":
+            out += [["retract", slot, a["previous_memory"]], ["add", slot, a["memory"]]]
+        elif a["event"] == "DELETE":
+            out.append(["retract", slot, a["memory"]])
+        elif a["event"] == "ADD":
+            out.append(["add", slot, a["memory"]])
+        else:
+            return None
+    return out
+
+
+def history_spec(plan: dict, seed, outcome, returned: dict, *, errors_returned: bool) -> dict | None:
+    """mem0 1.0.x's trial as memory micro-ops (this model and the real mem0 1.0.11 engine): each
+    topic (TOPICS) a single-valued slot, a claim a memory's text. The state names memories by id
+    or by the text they were added with, and keeps each memory's history rows in another
+    database (ordered per memory, with no order across memories): the final reads are current
+    reads of each topic. A search is a current read of the topic it asks about.
+
+    ``errors_returned``: whether add() reports the actions that raised (the model does; mem0
+    1.0.11 only logs them). Where it does not, an add that returned no action and asked no judge
+    may have been a NONE (its text stored already) or an UPDATE that raised: None."""
+    agents: dict[str, list] = {}
+    slots = {TOPICS[t] for t in seed if t in TOPICS}
+    for agent, steps in plan.items():
+        got = returned.get(agent) if agent in outcome.completed else None
+        if not isinstance(got, dict):
+            agents[agent] = [["add", TOPICS[a[0]], a[0]] for op, *a in steps if op == "add" and a[0] in TOPICS]
+            continue
+        votes, errors = list(got.get("votes", [])), list(got.get("errors", []))
+        mops: list = []
+        for (op, *args), res in zip(steps, got.get("results", [])):
+            if op == "search":
+                topic = SEARCH_TOPICS.get(args[0])
+                if topic is None or any(TOPICS.get(t) != topic for t in res):
+                    return None  # the top 5 of the user's memories: these scenarios hold no other topic's
+                mops.append(["current", topic, sorted(res)])
+                continue
+            mine = [v for v in votes if v["new"] == args[0]]
+            if not res and not mine and not errors_returned:
+                return None
+            add = _add_mops(args[0], res, mine, errors)
+            if add is None:
+                return None
+            mops += add
+        agents[agent] = mops
+        slots |= {m[1] for m in mops if m[0] != "decide"}
+    texts = [m[1] for m in outcome.state["memories"]]
+    if any(t not in TOPICS for t in texts):
+        return None
+    slots |= {TOPICS[t] for t in texts}
+    final = [["current", sl, sorted(t for t in texts if TOPICS[t] == sl)] for sl in sorted(slots)]
+    return {"setup": [["add", TOPICS[t], t] for t in seed], "agents": agents, "final": final}
 
 
 # -- detectors ---------------------------------------------------------------------------------------
@@ -536,11 +639,13 @@ def _scenarios(engine: Mem0V2Model) -> dict[str, Scenario]:
     def seeded(*texts):
         def setup(h):
             engine.run_plan(h, "setup", tuple(("add", t) for t in texts))
+        setup.texts = texts  # the seed, for the trial's memory history
         return setup
 
     def calls(plan: dict[str, tuple], judge: JudgeFactory | None = None):
         def call(h, agent):
             return engine.run_plan(h, agent, plan[agent], judge)
+        call.plan = plan  # what each agent says, for the trial's memory history
         return call
 
     sc = [
