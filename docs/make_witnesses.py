@@ -10,7 +10,7 @@ tests/test_certify_contract.py replays every ``*.witness.json`` under docs/ and 
 longer reproduces (after a change to the harness or an engine): this is the one command that
 records them again.
 
-Usage (from the repository root; the SodaMem search takes about a minute)::
+Usage (from the repository root; the SodaMem search takes about a minute, all of them about 15)::
 
     .venv/bin/python docs/make_witnesses.py
     .venv/bin/python docs/make_witnesses.py --only sodamem-double-supersede
@@ -27,7 +27,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "engines"
-WITNESSES = [("sodamem", "double-supersede"), ("atommem", "add-add")]  # (engine, scenario), as docs/engines.md shows
+# (engine, scenario): the two docs/engines.md shows, then one per race of each real engine toki ships
+# that admits one (toki certify --engine E at budget 100, seed 0: every scenario that admits an
+# anomaly by an interleaving, not by design; one of two scenarios that show the same race),
+# which tests/test_trial_history.py also checks against the memory-history checker
+WITNESSES = [("sodamem", "double-supersede"), ("atommem", "add-add"),
+             # TOKI's write path below its preconditions, and at one (the empty-slot phantom at SI)
+             ("toki", "lww-unguarded-at-RC"), ("toki", "evi-empty-slot-at-SI"), ("toki", "rule-at-SI"),
+             ("toki", "n2-at-SI"),
+             ("langmem", "blind-put"), ("langmem", "double-remember"), ("langmem", "duplicate-remember"),
+             ("mem0", "add-same-fact"), ("mem0", "update-update"), ("mem0", "reported-linked-ids-p4"),
+             ("graphiti", "restated-fact"), ("graphiti", "new-entity-twice")]
 SEARCH = ["--budget", "100", "--seed", "0"]
 REPLAYS = 5
 

@@ -626,7 +626,10 @@ SLOW_WITNESS_ENGINES = {"mem0", "graphiti", "zep"}
 
 def _witness_param(path: Path):
     engine = json.loads(path.read_text())["engine"]
-    return pytest.param(path, id=path.name, marks=pytest.mark.slow if engine in SLOW_WITNESS_ENGINES else ())
+    # SodaMem's witness is also replayed and compared in the fast tier by
+    # test_sodamem_serial_runs_and_its_witness_agree
+    slow = engine in SLOW_WITNESS_ENGINES or path.name == "sodamem-double-supersede.witness.json"
+    return pytest.param(path, id=path.name, marks=pytest.mark.slow if slow else ())
 
 
 @pytest.mark.parametrize("path", [_witness_param(p) for p in SHIPPED])
