@@ -2,7 +2,7 @@
 
     python benchmarks/bench_frontrun.py [--runs 3] [--seed 0] [--budget 100] [--bound 2]
                                         [--programs sqlite-racy,...] [--tools frontrun-dpor,...]
-                                        [--dsn DSN] [--json PATH]
+                                        [--dsn DSN] [--run-timeout S] [--json PATH]
     python benchmarks/bench_frontrun.py --markdown results/bench_frontrun.json   # the docs' table
 
 Programs (``benchmarks/frontrun_programs``): a SQLite counter, a JSON-file counter and a
@@ -38,6 +38,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -59,7 +60,7 @@ TOOLS = ("frontrun-dpor", "frontrun-dpor-lock-timeout", "frontrun-random", "toki
 PG_ONLY = {"frontrun-dpor-lock-timeout"}
 # What each verdict means for the question "did the tool settle this program?"
 DECISIVE = {"found", "cleared"}
-RUN_TIMEOUT = 900  # s: a run that takes longer is recorded as an error, not waited for
+RUN_TIMEOUT = 900  # s, default of --run-timeout: a run that takes longer is recorded as an error, not waited for
 
 
 def _bin(name: str) -> str:
@@ -72,13 +73,29 @@ def _bin(name: str) -> str:
     return found
 
 
+def _timeout(a) -> float:
+    return getattr(a, "run_timeout", None) or RUN_TIMEOUT
+
+
 def _run(cmd: list[str], timeout: float = RUN_TIMEOUT) -> tuple[subprocess.CompletedProcess | None, float]:
     t = time.perf_counter()
+    # A session of its own, ended whole: frontrun's launcher runs the program in a child process,
+    # and a frontrun DPOR run that deadlocks (json-fixed-3 did, past its own total_timeout) would
+    # outlive a kill of the launcher alone and hold a core for the rest of the benchmark.
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
     try:
-        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, time.perf_counter() - t
-    return p, time.perf_counter() - t
+        out, err = p.communicate(timeout=timeout)
+    except BaseException as e:  # the timeout, or ^C: either way nothing of the run may stay behind
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.communicate()
+        if isinstance(e, subprocess.TimeoutExpired):
+            return None, time.perf_counter() - t
+        raise
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err), time.perf_counter() - t
 
 
 def _tail(text: str, n: int = 3) -> str:
@@ -95,9 +112,9 @@ def run_frontrun(program: str, strategy: str, seed: int, a, lock_timeout: bool =
         cmd += ["--dsn", a.dsn]
     if lock_timeout:
         cmd += ["--lock-timeout", "2000"]
-    p, wall = _run(cmd)
+    p, wall = _run(cmd, _timeout(a))
     if p is None:
-        return {"verdict": "error", "reason": f"no result in {RUN_TIMEOUT} s", "wall_s": round(wall, 2)}
+        return {"verdict": "error", "reason": f"no result in {_timeout(a):g} s", "wall_s": round(wall, 2)}
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("FRONTRUN-RESULT ")), None)
     if line is None:  # the process died before printing (a crash in frontrun's preload, say)
         return {"verdict": "error", "reason": f"exit {p.returncode}: {_tail(p.stderr)}", "wall_s": round(wall, 2)}
@@ -118,10 +135,10 @@ def run_toki(program: str, mode: str, seed: int, a) -> dict:
            "--seed", str(seed), "--json", str(work / "verdict.json"), "--witness", str(work / "w.json")]
     cmd += ["--exhaustive", str(a.bound)] if mode == "exhaustive" else ["--budget", str(a.budget)]
     dsn = ["--dsn", a.dsn] if program.startswith("pg-") else []
-    p, wall = _run(cmd + dsn)
+    p, wall = _run(cmd + dsn, _timeout(a))
     try:
         if p is None:
-            return {"verdict": "error", "reason": f"no result in {RUN_TIMEOUT} s", "wall_s": round(wall, 2)}
+            return {"verdict": "error", "reason": f"no result in {_timeout(a):g} s", "wall_s": round(wall, 2)}
         if p.returncode not in (0, 1) or not (work / "verdict.json").exists():
             return {"verdict": "error", "reason": f"exit {p.returncode}: {_tail(p.stderr or p.stdout)}",
                     "wall_s": round(wall, 2)}
@@ -133,7 +150,8 @@ def run_toki(program: str, mode: str, seed: int, a) -> dict:
                "anomalies": v.get("anomalies"), "grants": v.get("grants"), "seed": seed, "wall_s": round(wall, 2),
                "replays": 0, "replayed": 0}
         if v.get("witness"):
-            r, _ = _run([_bin("toki"), "certify", "--replay", v["witness"], "--times", str(a.replays)] + dsn)
+            r, _ = _run([_bin("toki"), "certify", "--replay", v["witness"], "--times", str(a.replays)] + dsn,
+                        _timeout(a))
             m = REPLAYED.search(r.stdout if r else "")
             if m:
                 out["replayed"], out["replays"] = int(m.group(1)), int(m.group(2))
@@ -272,6 +290,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bound", type=int, default=2, help="toki --exhaustive K (default 2, frontrun's DPOR default too)")
     ap.add_argument("--replays", type=int, default=10, help="re-executions of a found counterexample (default 10)")
     ap.add_argument("--frontrun-timeout", type=float, default=120.0, help="frontrun's total_timeout per run, s")
+    ap.add_argument("--run-timeout", type=float, default=RUN_TIMEOUT,
+                    help=f"s: a run (one process) still going then is ended and recorded as an error (default {RUN_TIMEOUT})")
     ap.add_argument("--programs", default=",".join(PROGRAMS), help="comma-separated, default all")
     ap.add_argument("--tools", default=",".join(TOOLS), help="comma-separated, default all")
     ap.add_argument("--dsn", default=None, help="PostgreSQL for the pg- programs (default $TOKI_DSN, else embedded)")
