@@ -332,12 +332,16 @@ def main(argv=None) -> int:
                                     options={k: v for k, v in vars(a).items() if k != "json"})}
     print_table(rows)
     tg = res["targets"]
-    print(f"target: toki --exhaustive {a.bound} decisive on every storage program: "
-          f"{'met' if tg['decisive_met'] else 'NOT met'} {tg['decisive']}")
-    print(f"target: no more interleavings than frontrun's DPOR on the racy ones: "
-          f"{'met' if tg['interleavings_met'] else 'NOT met'} "
-          + "; ".join(f"{p}: toki {c['toki']} vs dpor {c['frontrun_dpor']} ({_verdicts([{'verdict': v} for v in c['frontrun_dpor_verdicts']])})"
-                      for p, c in tg["interleavings_vs_dpor"].items()))
+    if not tg["decisive"]:  # --tools without toki-exhaustive (a frontrun-only run): nothing to judge
+        print("targets: not judged (no toki-exhaustive runs)")
+    else:
+        print(f"target: toki --exhaustive {a.bound} decisive on every storage program: "
+              f"{'met' if tg['decisive_met'] else 'NOT met'} {tg['decisive']}")
+        print(f"target: no more interleavings than frontrun's DPOR on the racy ones: "
+              f"{'met' if tg['interleavings_met'] else 'NOT met'} "
+              + "; ".join(f"{p}: toki {c['toki']} vs dpor {c['frontrun_dpor']} "
+                          f"({_verdicts([{'verdict': v} for v in c['frontrun_dpor_verdicts']])})"
+                          for p, c in tg["interleavings_vs_dpor"].items()))
     Path(a.json).parent.mkdir(parents=True, exist_ok=True)
     Path(a.json).write_text(json.dumps(res, indent=2) + "\n")
     print(f"wrote {a.json}")
