@@ -318,8 +318,8 @@ def test_a_shard_of_a_sharded_search_stops_at_the_deadline():
             "mode": "exhaustive", "bound": 3, "keep_going": False, "witness": None, "png": None, "svg": None,
             "deadline": time.time() - 1}
     part = _exhaustive_shard(("slow", 1, 4, None, None, None), spec)
-    assert part == {"shard": [1, 4], "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
-                    "out_of_time": True}
+    assert part == {"shard": [1, 4], "explored": 0, "pruned": 0, "redundant": 0, "level": 0, "complete": False,
+                    "grants": None, "out_of_time": True}
     part = _exhaustive_shard(("slow", 0, 4, None, None, None), {**spec, "deadline": time.time() + 1})
     assert part["complete"] is False and part["out_of_time"] is True and part["grants"] is None
     below = _exhaustive_shard(("slow", None, None, None, None, None),  # bounds 0-3 of 4

@@ -108,8 +108,10 @@ def test_sqlite_calls_read_or_write_the_database_and_name_their_tables(tmp_path)
     kinds = [k for k, _, _ in got]
     assert kinds == [StepKind.SQL_OPEN, StepKind.SQL_WRITE, StepKind.SQL_WRITE, StepKind.SQL_COMMIT,
                      StepKind.SQL_READ, StepKind.SQL_WRITE, StepKind.SQL_TXN], got
-    db = ("sql",)
-    assert [t for _, _, t in got] == [_writes(db)] * 4 + [_reads(db)] + [_writes(db)] * 2
+    db = ("sql", os.path.realpath(tmp_path / "db.sqlite"))  # the file (a search names it by order of meeting)
+    # a commit or rollback of a transaction holding the write lock writes the data and gives the lock back
+    ends = Footprint(writes=frozenset({db + ("data",)}), releases=frozenset({db + ("lock",)}))
+    assert [t for _, _, t in got] == [_writes(("sql",)), _writes(db), _writes(db), ends, _reads(db), _writes(db), ends]
     assert got[4][2].tables == {"t"} and got[2][2].tables == {"t"} and got[5][2].tables == {"t"}
     assert got[2][1] == "insert into t values (?, ?) ← (1, 'x')"
 

@@ -482,6 +482,7 @@ class Controller:
         self._cv = threading.Condition(self._mutex)  # the caller's thread waits here; agents on their own
         self._agents: dict[str, _Agent] = {}
         self.grants: list[str] = []
+        self.busy_grants: set[int] = set()  # grants whose call was answered busy: it changed nothing
         self.steps: list[StepRecord] = []
         self._last: str | None = None
         self._holder: _Agent | None = None  # the one agent allowed to run Python code
@@ -683,6 +684,7 @@ class Controller:
         give it); False when the call should be re-issued."""
         rec.status, rec.blocked = "busy", True
         with self._mutex:
+            self.busy_grants.add(len(self.grants) - 1)  # this agent's grant is the last: it holds the baton
             if rec.waited_from is None:
                 rec.waited_from = rec.seq
             agent.busy_at, agent.deliver_busy, agent.patient = self._progress, False, patient

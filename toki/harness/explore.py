@@ -44,6 +44,7 @@ held lock, ``Event.is_set``).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,6 +75,86 @@ def dependent(a: Footprint, b: Footprint) -> bool:
     return a.conflicts(b)
 
 
+# -- races (DPOR) ------------------------------------------------------------------------------
+
+def races(events: list[tuple[str, Footprint]]) -> list[tuple[int, tuple[str, ...], int]]:
+    """The reversals a run's races call for, as ``(i, initials, b)``: unless a branch at
+    decision ``i`` is one of ``initials`` already, branch to the first of them there, and so at
+    ``b``, where the block of steps holding step ``i`` began.
+
+    Source-DPOR (Abdulla, Aronis, Jonsson and Sagonas, POPL 2014; JACM 2017) over the run's
+    steps ``events`` (agent, footprint) in grant order. Happens-before is the order of one agent's
+    steps and of dependent steps of different agents. Steps ``e`` and ``e'`` race when they are
+    dependent, of different agents, and nothing happens between them in happens-before; the
+    reversal runs ``v`` (the steps after ``e`` that do not happen after it, then ``e'``) from
+    the decision of ``e``, so some agent that can start ``v`` (an *initial* of ``v``) must be a
+    branch there: the agent of ``e'`` when it is one, else the first. A decision whose branches
+    already hold an initial needs nothing (the source set's point).
+
+    Under a preemption bound the reversal may cost a preemption the bound does not allow where
+    ``e`` ran and none where the block of ``e``'s agent began (Coons, Musuvathi and McKinley,
+    "Bounded partial-order reduction", OOPSLA 2013): the initial is a branch there too.
+    Soundness is checked against the full search's outcomes (tests/test_harness_explore.py)."""
+    out: list[tuple[int, tuple[str, ...], int]] = []
+    clocks: list[dict[str, int]] = []  # per step: for each agent, its last step that happens before (or is) it
+
+    def before(i: int, k: int) -> bool:  # step i happens before step k (i < k)
+        return clocks[k].get(events[i][0], -1) >= i
+
+    def reversal(i: int, j: int) -> None:
+        a = events[i][0]
+        later = [k for k in range(i + 1, j) if not before(i, k)] + [j]
+        initials: list[str] = []
+        for n, k in enumerate(later):
+            b = events[k][0]
+            if b in initials or any(events[m][0] == b for m in later[:n]):
+                continue  # not this agent's first step in the reversal
+            if not any(before(m, k) for m in later[:n]):
+                initials.append(b)
+        p = events[j][0]
+        q = p if p in initials else initials[0]  # (never empty: the first step of ``later`` is one)
+        block = i
+        while block > 0 and events[block - 1][0] == a:
+            block -= 1
+        out.append((i, (q, *(o for o in initials if o != q)), block))
+
+    last_of: dict[str, int] = {}
+    for j, (p, fp) in enumerate(events):
+        preds = [i for i in range(j) if events[i][0] != p and _dependent(events[i][1], fp)]
+        own = last_of.get(p)
+        everything = preds + ([own] if own is not None else [])
+        clock: dict[str, int] = {}
+        for d in everything:
+            for a, k in clocks[d].items():
+                if clock.get(a, -1) < k:
+                    clock[a] = k
+        clock[p] = j
+        clocks.append(clock)
+        last_of[p] = j
+        for i in preds:
+            if any(d != i and before(i, d) for d in everything):
+                continue  # something between them: not the nearest race
+            if events[i][1].reversible(fp):
+                reversal(i, j)
+        # A lock taken (or tried) after another agent gave it back: the race to reverse is with
+        # that agent's taking of it, which the giving back separates from this step.
+        for i in reversed(preds):
+            fi = events[i][1]
+            if fi.releases and not fi.reversible(fp):
+                taken = next((k for k in range(i - 1, -1, -1) if events[k][0] == events[i][0]
+                              and events[k][1].writes & fi.releases), None)
+                if taken is not None and not any(d != taken and d != i and before(taken, d) and not before(i, d)
+                                                 and events[d][0] != events[i][0] for d in everything):
+                    reversal(taken, j)
+                break
+    return out
+
+
+@functools.lru_cache(maxsize=65536)  # every run of a search compares the same footprints again
+def _dependent(a: Footprint, b: Footprint) -> bool:
+    return a.conflicts(b)
+
+
 # -- the decision tree -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -98,6 +179,9 @@ class _Node:
     pre: int  # preemptions before this decision
     sleep: dict[str, _Sleeper]
     done: list[str] = field(default_factory=list)  # branches taken here, the current one last
+    # The agents to branch to here (DPOR: the first run's choice, then what races in later runs
+    # add); None: every eligible agent (a search without DPOR, a victim's decision).
+    backtrack: set[str] | None = None
 
     def cost(self, agent: str) -> int:
         return int(not self.victim and self.last in self.eligible and agent != self.last)
@@ -115,8 +199,21 @@ class _Node:
         first = self.last if self.last in self.eligible else self.eligible[0]
         return [first] + [a for a in self.eligible if a != first]
 
-    def options(self, bound: int) -> list[str]:
-        return [a for a in self.default() if a not in self.done and self.within(a, bound) and not self.asleep(a)]
+    def options(self, bound: int, first: bool = False) -> list[str]:
+        """The branches still to take here; ``first``: the candidates for the first one (the
+        backtrack set starts with it)."""
+        wanted = None if first else self.backtrack
+        return [a for a in self.default() if a not in self.done and (wanted is None or a in wanted)
+                and self.within(a, bound) and not self.asleep(a)]
+
+    def want(self, agent: str) -> None:
+        """Branch to ``agent`` here too (every eligible agent when it cannot run here)."""
+        if self.backtrack is None:
+            return
+        if agent in self.eligible:
+            self.backtrack.add(agent)
+        else:
+            self.backtrack.update(self.eligible)
 
     def child_sleep(self) -> dict[str, _Sleeper]:
         """The sleep set after the current branch: what slept here or was explored before it, as
@@ -139,9 +236,13 @@ class _Tree:
     With ``shard=(i, n)`` the tree walks only shard ``i``'s parts (see the module's notes);
     ``counting`` says whether the run about to be made is this shard's to count."""
 
-    def __init__(self, bound: int, reduce: bool, shard: tuple[int, int] = (0, 1), split: int | None = None):
+    def __init__(self, bound: int, reduce: bool, shard: tuple[int, int] = (0, 1), split: int | None = None,
+                 dpor: bool = False):
         self.bound, self.reduce = bound, reduce
         self.index, self.shards = shard
+        # DPOR adds branches from the races of runs anywhere below a decision: no part of its tree
+        # is known beforehand, so a shard searches with sleep sets alone (strategies.Exhaustive)
+        self.dpor = dpor and reduce and self.shards == 1
         if not 0 <= self.index < self.shards:
             raise ConfigError(f"shard {self.index} of {self.shards} does not exist",
                               fix="number shards 0 .. n-1 for n at least 1")
@@ -157,10 +258,26 @@ class _Tree:
         pre = parent.pre + parent.cost(parent.done[-1]) if parent else 0
         # a victim gets an error, not its pending step: no sleeping step is that
         sleep = parent.child_sleep() if parent and self.reduce and not victim else {}
-        node = _Node(victim, eligible, last, steps, pre, sleep)
+        node = _Node(victim, eligible, last, steps, pre, sleep, backtrack=set() if self.dpor and not victim else None)
         if self.counting:  # a decision made by a run every shard makes is counted by the run's owner
             self.pruned += sum(1 for a in eligible if node.within(a, self.bound) and node.asleep(a))
         return node
+
+    def analyse(self, log: list[tuple], busy: set[int] = frozenset()) -> None:
+        """DPOR: read the races of the run just made (or walked) along the current path, and make
+        each one's reversal a branch (see :func:`races`). A call answered busy (``busy``: its
+        decisions) changed nothing: it only read what it found taken."""
+        if not self.dpor:
+            return
+        path = self.path
+        events = [(choice, ANYTHING if victim or steps is None else
+                   steps[choice].as_read() if n in busy else steps[choice])
+                  for n, (victim, _eligible, _last, steps, choice) in enumerate(log[:len(path)])]
+        for i, initials, block in races(events):
+            for at in (i, block) if block != i else (i,):
+                node = path[at]
+                if node.backtrack is not None and not node.backtrack.intersection(initials):
+                    node.want(initials[0])
 
     def _mine(self) -> bool:
         self.parts += 1
@@ -199,12 +316,14 @@ class ExploringChooser(Chooser):
         self.tree, self.pos, self.ended = tree, 0, False
         self.preemptions = 0  # of the whole run: the path's and the default tail's (which costs none)
         self.log: list[tuple] = []  # every decision: (victim, eligible, last, steps, choice)
+        self.busy: set[int] = set()  # the decisions whose call was answered busy (known once the run is over)
         self._ctl = None
         # The tree compares steps recorded in different runs, but a lock's name may differ between
         # runs and two locks may share one (an engine names its lock after id() % 1000). So a lock is
         # known by the order in which this run first met the object, which every run following the
         # same decisions repeats; the objects are kept so that no id is reused during the run.
         self._locks: dict[int, tuple[object, str]] = {}
+        self._files: dict[str, str] = {}
 
     def bind(self, controller) -> None:
         self._ctl = controller
@@ -234,10 +353,11 @@ class ExploringChooser(Chooser):
             self.preemptions += node.cost(choice)
             return choice
         node = self.tree.next_node(victim, eligible, last, steps)
-        options = node.options(self.tree.bound)
+        options = node.options(self.tree.bound, first=True)
         if not options:
             self.ended = True
             return node.default()[0]
+        node.want(options[0])
         node.done.append(options[0])
         path.append(node)
         self.pos += 1
@@ -267,6 +387,10 @@ class ExploringChooser(Chooser):
         return {a: self._stable(a, footprint(self._ctl.pending_step(a))) for a in eligible}
 
     def _stable(self, agent: str, fp: Footprint) -> Footprint:
+        if fp.space == "sql":
+            # a SQLite file is known by the order in which this run first met it: every run has a
+            # folder of its own, and the same decisions meet the same files in the same order
+            return fp.aliased("sql", lambda path: self._files.setdefault(path, f"db {len(self._files)}"))
         if fp.space != "lock":
             return fp
         obj = self._ctl.pending_lock(agent)
@@ -287,7 +411,7 @@ class Memo:
     def __init__(self):
         self.root: dict = {}
         self.recording = True  # off for the last bound: no later bound walks its runs
-        self._logs: list[list[tuple]] = []
+        self._logs: list[tuple[list[tuple], list[int]]] = []  # (decisions, the busy ones)
 
     # A record travels to the processes that search the next bound's shards as its runs' decision
     # lists: the tree itself nests two dicts per decision, deeper than pickle's recursion allows
@@ -297,13 +421,13 @@ class Memo:
 
     def __setstate__(self, state: dict) -> None:
         self.__init__()
-        for log in state["logs"]:
-            self.add(log)
+        for log, busy in state["logs"]:
+            self.add(log, set(busy))
 
-    def add(self, log: list[tuple]) -> None:
-        self._logs.append(log)
+    def add(self, log: list[tuple], busy: set[int] = frozenset()) -> None:
+        self._logs.append((log, sorted(busy)))
         node = self.root
-        for victim, eligible, last, steps, choice in log:
+        for n, (victim, eligible, last, steps, choice) in enumerate(log):
             seen = node.get("saw")
             if seen is None or (seen[3] is None and steps is not None):
                 node["saw"] = (victim, eligible, last, steps)
@@ -311,6 +435,8 @@ class Memo:
                 raise Unverifiable("two executions of the same decisions offered different steps: the same grants "
                                    "gave a different run", fix=_NONDETERMINISTIC)
             node = node.setdefault("next", {}).setdefault(choice, {})
+            if n in busy:
+                node["busy"] = True
         node["end"] = True
 
     def replay(self, chooser: "ExploringChooser") -> bool:
@@ -329,11 +455,13 @@ class Memo:
             node = node.get("next", {}).get(choice)
             if node is None:
                 break
+            if node.get("busy"):
+                chooser.busy.add(len(chooser.log) - 1)
         else:
             return True
         del tree.path[depth:]
         tree.pruned = pruned
-        chooser.pos, chooser.ended, chooser.preemptions, chooser.log = 0, False, 0, []
+        chooser.pos, chooser.ended, chooser.preemptions, chooser.log, chooser.busy = 0, False, 0, [], set()
         return False
 
 
@@ -350,7 +478,7 @@ def _offer(eligible: tuple[str, ...], steps: dict[str, Footprint]) -> str:
 @dataclass
 class ExploreResult:
     found: TrialResult | None  # the first anomalous run (not serializable), or None
-    explored: int  # runs executed (each a complete interleaving)
+    explored: int  # runs executed, one per class of equivalent interleavings
     pruned: int  # branches within the bound skipped as equivalent to explored ones
     complete: bool  # every interleaving within the bound was covered
     bound: int
@@ -359,6 +487,7 @@ class ExploreResult:
     hits: int = 0  # anomalous runs (more than one only when the search goes on past the first)
     anomalous: set[str] = field(default_factory=set)  # outcome keys of the anomalous runs
     out_of_time: bool = False  # ``time_limit_s`` or ``deadline`` ended the search
+    redundant: int = 0  # runs executed that turned out equivalent to one explored (not in ``explored``)
 
     @property
     def admits(self) -> bool:
@@ -369,7 +498,8 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
             max_runs: int | None = None, time_limit_s: float | None = None,
             want: Callable[[TrialResult], bool] | None = None,
             on_run: Callable[[int, bool], None] | None = None, shard: tuple[int, int] = (0, 1),
-            memo: Memo | None = None, count_below: bool = True, deadline: float | None = None) -> ExploreResult:
+            memo: Memo | None = None, count_below: bool = True, deadline: float | None = None,
+            dpor: bool = True) -> ExploreResult:
     """Run every interleaving with at most ``bound`` preemptions (with ``reduce``, skipping those
     equivalent to one already run) until an anomaly ``want`` accepts is found (``stop_at_first``),
     ``max_runs`` runs, ``time_limit_s`` seconds or the ``deadline`` (a :func:`time.monotonic` time;
@@ -386,12 +516,12 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
         raise ConfigError(f"bound {bound} must be at least 0", fix="pass 0 for the serial orders, 2 or 3 to search")
     t0 = time.perf_counter()
     runner.serial_outcomes()
-    tree = _Tree(bound, reduce, shard)
+    tree = _Tree(bound, reduce, shard, dpor=dpor)
     res = ExploreResult(None, 0, 0, False, bound, 0.0)
     if time_limit_s is not None:
         deadline = min(time.monotonic() + time_limit_s, deadline if deadline is not None else float("inf"))
     runs = Runs(runner, want=want, deadline=deadline)
-    while not (max_runs is not None and res.explored >= max_runs):
+    while not (max_runs is not None and res.explored + res.redundant >= max_runs):
         if runs.past():  # a walk through the record takes time too
             res.out_of_time = True
             break
@@ -403,16 +533,22 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
             except OutOfTime:
                 res.out_of_time = True
                 break
+            if chooser._ctl is not None:
+                chooser.busy = set(chooser._ctl.busy_grants)
             if memo is not None and memo.recording:
-                memo.add(chooser.log)
+                memo.add(chooser.log, chooser.busy)
         chooser.check_followed()
+        tree.analyse(chooser.log, chooser.busy)
         if known or not tree.counting or (not count_below and chooser.preemptions < bound and r.serializable):
             # a lower bound's run, or another shard's: it only shows the way to our parts
             if not tree.backtrack():
                 res.complete = True
                 break
             continue
-        res.explored += 1
+        if chooser.ended:
+            res.redundant += 1  # its sleep set had every branch asleep: equivalent to a run made before
+        else:
+            res.explored += 1
         res.outcomes.add(r.outcome.key)
         if on_run is not None:
             on_run(res.explored, hit)

@@ -100,8 +100,9 @@ class Strategy(Protocol):
 class Searched:
     """What a search found and what its verdict rests on: the one result of every strategy.
 
-    ``explored`` runs were judged (for an exhaustive search, distinct interleavings; ``pruned``
-    more were skipped as equivalent), ``complete`` says the strategy's whole space was covered
+    ``explored`` runs were judged (for an exhaustive search, one per class of equivalent
+    interleavings; ``pruned`` more were skipped as equivalent, ``redundant`` were run and turned out
+    equivalent), ``complete`` says the strategy's whole space was covered
     (only an exhaustive search can), ``guarantee`` says in words what the search shows, and
     ``out_of_time`` whether the deadline ended it (None: it had no deadline, and the search object
     says nothing). ``shrinks`` counts the runs spent shrinking a found anomaly, ``anomalous`` the
@@ -125,6 +126,7 @@ class Searched:
     detail: dict = field(default_factory=dict)
     elapsed_s: float = 0.0
     unwatched: str | None = None
+    redundant: int | None = None  # an exhaustive search's runs that turned out equivalent to explored ones
 
     @property
     def admits(self) -> bool:
@@ -146,6 +148,10 @@ class Searched:
         """The verdict row's ``search`` object."""
         doc = {**self.strategy.head(), "explored": self.explored, "pruned": self.pruned, "complete": self.complete,
                "guarantee": self.guarantee}
+        if self.redundant is not None:
+            doc["redundant"] = self.redundant
+        if getattr(self.strategy, "reduction", None) is not None:
+            doc["reduction"] = self.strategy.reduction
         if self.anomalous is not None:
             doc["anomalous"] = self.anomalous
         if self.out_of_time is not None:

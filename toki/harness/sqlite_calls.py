@@ -100,6 +100,90 @@ def _step(kind, sql, fn, params=None, touches: Footprint | None = None):
                       touches=statement_footprint("sql", str(sql)) if touches is None else touches)
 
 
+# -- what a statement touches on its connection's database ---------------------------------------
+#
+# A connection's statements touch the database file it opened, ("sql", <its real path>), split in
+# two: ("sql", path, "lock"), the file's write lock (RESERVED; in WAL mode the write lock of the
+# log), and ("sql", path, "data"), its contents. A connection holding the write lock (after BEGIN
+# IMMEDIATE or EXCLUSIVE, or after a write in its transaction) keeps it until its transaction
+# ends, so what it reads and writes meanwhile changes no lock: only the data. So another
+# connection's BEGIN IMMEDIATE, which only that lock decides (busy or not), commutes with them,
+# and a search need not try it between every two of them. Everything else is taken whole: a
+# write outside such a transaction takes and gives back the lock, a commit, a rollback, a
+# script or a close may change both. Another file is another resource; a connection that
+# attached a database, or has no file, touches every SQLite database (("sql",)).
+
+_WRITE_LOCK = re.compile(r"^\s*begin\s+(immediate|exclusive)\b", re.I)
+_DML = frozenset(("insert", "update", "delete", "replace"))
+
+
+def _head(sql) -> str:
+    text = str(sql).lstrip()
+    return text.split(None, 1)[0].lower() if text else ""
+
+
+def _database(conn) -> tuple[str, ...]:
+    path = getattr(conn, "toki_db", None)
+    return ("sql",) if path is None or getattr(conn, "toki_attached", False) else ("sql", path)
+
+
+def connection_footprint(conn, sql, many: bool = False) -> Footprint:
+    """What ``sql`` touches run on ``conn`` now (see the notes above); ``many``: executemany."""
+    plain = statement_footprint("sql", str(sql))
+    base = _database(conn)
+    holds = len(base) > 1 and conn.in_transaction and getattr(conn, "toki_reserved", False)
+    if not many and not plain.writes:
+        return Footprint.reading(base + ("data",) if holds else base, tables=plain.tables)
+    head = _head(sql)
+    if head in ("commit", "end") or (head == "rollback" and " to " not in str(sql).lower()):
+        return ending_footprint(conn)
+    if holds and head in _DML:
+        return Footprint.writing(base + ("data",), tables=plain.tables)
+    if not many and len(base) > 1 and _WRITE_LOCK.match(str(sql)):
+        return Footprint.writing(base + ("lock",), tables=plain.tables)
+    return Footprint.writing(base, tables=plain.tables)
+
+
+def ending_footprint(conn) -> Footprint:
+    """A commit, rollback or close: one that ends a transaction holding the write lock writes the
+    data and gives the lock back. Giving a lock back is no access of it: the next BEGIN IMMEDIATE
+    could not have gone before it (it would have been answered busy), so the two are no race to
+    reverse, and the acquisitions race with each other instead (as DPOR treats a mutex).
+    Any other ends what it may: the whole file."""
+    base = _database(conn)
+    if len(base) > 1 and conn.in_transaction and getattr(conn, "toki_reserved", False):
+        return Footprint(writes=frozenset({base + ("data",)}), releases=frozenset({base + ("lock",)}))
+    return Footprint.writing(base)
+
+
+def _ran(conn, sql, was_in: bool) -> None:
+    """After ``sql`` succeeded on ``conn``: does it hold the write lock now? (Only a yes that
+    is sure counts: a no makes more steps dependent, never fewer.)"""
+    head = _head(sql)
+    if head == "attach":
+        conn.toki_attached = True
+    if not conn.in_transaction:
+        conn.toki_reserved = False
+    elif head in _DML or _WRITE_LOCK.match(str(sql)):
+        conn.toki_reserved = True
+    elif not was_in:
+        conn.toki_reserved = False
+
+
+def _statement(conn, kind, sql, fn, params=None, many: bool = False):
+    was_in = conn.in_transaction
+    out = _step(kind, sql, fn, params, touches=connection_footprint(conn, sql, many))
+    _ran(conn, sql, was_in)
+    return out
+
+
+def _ended(conn, fn):
+    try:
+        return fn()
+    finally:
+        conn.toki_reserved = False
+
+
 _KINDS = {"read": StepKind.SQL_READ, "txn": StepKind.SQL_TXN, "write": StepKind.SQL_WRITE}
 _DATABASE = database_footprint("sql")
 
@@ -108,23 +192,20 @@ def _kind(sql) -> StepKind:
     return _KINDS[sql_kind(sql)]
 
 
-def _many(sql) -> Footprint:
-    """``executemany``: a write, whatever its statement (its tables as the statement names them)."""
-    return Footprint.writing(("sql",), tables=statement_footprint("sql", str(sql)).tables)
-
-
 class ControlledCursor(sqlite3.Cursor):
     def execute(self, sql, parameters=(), /):
-        return _step(_kind, sql, lambda: super(ControlledCursor, self).execute(sql, parameters), parameters)
+        return _statement(self.connection, _kind, sql,
+                          lambda: super(ControlledCursor, self).execute(sql, parameters), parameters)
 
     def executemany(self, sql, seq_of_parameters, /):
         rows = list(seq_of_parameters)
-        return _step(StepKind.SQL_WRITE, f"{sql} ×{len(rows)}",
-                     lambda: super(ControlledCursor, self).executemany(sql, rows), touches=_many(sql))
+        return _statement(self.connection, StepKind.SQL_WRITE, f"{sql} ×{len(rows)}",
+                          lambda: super(ControlledCursor, self).executemany(sql, rows), many=True)
 
     def executescript(self, script, /):
-        return _step(StepKind.SQL_SCRIPT, script, lambda: super(ControlledCursor, self).executescript(script),
-                     touches=_DATABASE)
+        return _ended(self.connection, lambda: _step(
+            StepKind.SQL_SCRIPT, script, lambda: super(ControlledCursor, self).executescript(script),
+            touches=Footprint.writing(_database(self.connection))))
 
 
 class ControlledConnection(sqlite3.Connection):
@@ -132,25 +213,29 @@ class ControlledConnection(sqlite3.Connection):
         return super().cursor(factory)
 
     def execute(self, sql, parameters=(), /):
-        return _step(_kind, sql, lambda: super(ControlledConnection, self).execute(sql, parameters), parameters)
+        return _statement(self, _kind, sql, lambda: super(ControlledConnection, self).execute(sql, parameters),
+                          parameters)
 
     def executemany(self, sql, seq_of_parameters, /):
         rows = list(seq_of_parameters)
-        return _step(StepKind.SQL_WRITE, f"{sql} ×{len(rows)}",
-                     lambda: super(ControlledConnection, self).executemany(sql, rows), touches=_many(sql))
+        return _statement(self, StepKind.SQL_WRITE, f"{sql} ×{len(rows)}",
+                          lambda: super(ControlledConnection, self).executemany(sql, rows), many=True)
 
     def executescript(self, script, /):
-        return _step(StepKind.SQL_SCRIPT, script, lambda: super(ControlledConnection, self).executescript(script),
-                     touches=_DATABASE)
+        return _ended(self, lambda: _step(
+            StepKind.SQL_SCRIPT, script, lambda: super(ControlledConnection, self).executescript(script),
+            touches=Footprint.writing(_database(self))))
 
     def commit(self):
         hold = getattr(self, "hold_commits", 0)
         if hold:
             return None  # a wrapper holds one transaction open across the engine's own commits
-        return _step(StepKind.SQL_COMMIT, "commit", super().commit, touches=_DATABASE)
+        return _ended(self, lambda: _step(StepKind.SQL_COMMIT, "commit", super(ControlledConnection, self).commit,
+                                          touches=ending_footprint(self)))
 
     def rollback(self):
-        return _step(StepKind.SQL_TXN, "rollback", super().rollback, touches=_DATABASE)
+        return _ended(self, lambda: _step(StepKind.SQL_TXN, "rollback", super(ControlledConnection, self).rollback,
+                                          touches=ending_footprint(self)))
 
     def close(self):
         # Closing rolls back an open transaction (its locks go), and closing the last connection
@@ -158,7 +243,7 @@ class ControlledConnection(sqlite3.Connection):
         # can see, so such a close is a step like a commit. Any other close changes nothing.
         path = getattr(self, "toki_path", None)
         if self.in_transaction or (path and os.path.exists(path + "-wal")):
-            return _step(StepKind.SQL_CLOSE, "close", super().close, touches=_DATABASE)
+            return _step(StepKind.SQL_CLOSE, "close", super().close, touches=ending_footprint(self))
         return super().close()
 
     def __exit__(self, exc_type, exc, tb):
@@ -193,4 +278,6 @@ def controlled_connect(database, *args, **kwargs):
             else _original_connect(database, *args, **kwargs))
     if isinstance(conn, ControlledConnection):
         conn.toki_path = os.path.abspath(name) if name != ":memory:" else None
+        # the file, however it was named (a search gives it a name stable across runs: explore)
+        conn.toki_db = os.path.realpath(name) if conn.toki_path is not None and not name.startswith("file:") else None
     return conn

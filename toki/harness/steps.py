@@ -94,6 +94,10 @@ class Footprint:
     # The tables a SQL statement names, as its text shows (a hint for a finer dependence; not read
     # by conflicts, and not part of equality: two runs compare footprints by what conflicts read).
     tables: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    # Locks it gives back (a SQLite commit gives back the file's write lock). Giving back conflicts
+    # with taking, as a write does, but the two are no race to reverse: the taking could not have
+    # gone first (see :func:`toki.harness.explore.races`).
+    releases: frozenset[Resource] = frozenset()
 
     @classmethod
     def reading(cls, *resources: Resource, tables=frozenset()) -> "Footprint":
@@ -104,16 +108,22 @@ class Footprint:
         return cls(writes=frozenset(resources), tables=frozenset(tables))
 
     def conflicts(self, other: "Footprint") -> bool:
-        """May the two steps (of different agents) fail to commute? Some resource one writes
-        overlaps one the other reads or writes."""
-        return (any(_overlap(w, r) for w in self.writes for r in other.reads | other.writes)
-                or any(_overlap(w, r) for w in other.writes for r in self.reads))
+        """May the two steps (of different agents) fail to commute? Some resource one writes (or
+        gives back) overlaps one the other reads, writes or gives back."""
+        mine, theirs = self.writes | self.releases, other.writes | other.releases
+        return (any(_overlap(w, r) for w in mine for r in other.reads | theirs)
+                or any(_overlap(w, r) for w in theirs for r in self.reads))
+
+    def reversible(self, later: "Footprint") -> bool:
+        """Do this step and a ``later`` one of another agent conflict other than by this one
+        giving back a lock the later one then takes or tries (a race DPOR may reverse)?"""
+        return Footprint(self.reads, self.writes).conflicts(later)
 
     @property
     def space(self) -> str | None:
         """The coarsest name it touches: ``"file"``, ``"sql"``, ``"pg"``, ``"my"``, ``"lock"``;
         ``"*"`` for anything, None for nothing (as error messages name a step's footprint)."""
-        touched = self.reads | self.writes
+        touched = self.reads | self.writes | self.releases
         if not touched:
             return None
         if () in touched:
@@ -125,7 +135,19 @@ class Footprint:
         name that differs from run to run gets a stable one)."""
         def rename(rs: frozenset[Resource]) -> frozenset[Resource]:
             return frozenset((space, name) if r[:1] == (space,) else r for r in rs)
-        return Footprint(rename(self.reads), rename(self.writes), self.tables)
+        return Footprint(rename(self.reads), rename(self.writes), self.tables, rename(self.releases))
+
+
+    def as_read(self) -> "Footprint":
+        """What a call that was refused (answered busy) touched: it read what it would have written."""
+        return Footprint(reads=self.reads | self.writes | self.releases, tables=self.tables)
+
+    def aliased(self, space: str, alias) -> "Footprint":
+        """The same access with the second name of every resource of ``space`` (a database
+        file's path, different in every run's folder) replaced by ``alias(name)``."""
+        def rename(rs: frozenset[Resource]) -> frozenset[Resource]:
+            return frozenset((r[0], alias(r[1]), *r[2:]) if r[:1] == (space,) and len(r) > 1 else r for r in rs)
+        return Footprint(rename(self.reads), rename(self.writes), self.tables, rename(self.releases))
 
 
 NOTHING = Footprint()  # starting an agent: runs code that touches no storage

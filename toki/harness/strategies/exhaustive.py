@@ -38,6 +38,9 @@ class Exhaustive(Base):
     keep_going: bool = False
     seed: int = 0
     iterative: bool = True
+    # "dpor": one run per class of equivalent interleavings (toki.harness.explore.races), in one
+    # process per scenario; "sleep": sleep sets alone, whose tree shards cut into parts.
+    reduction: str = "dpor"
     mode: ClassVar[str] = "exhaustive"
     certifies: ClassVar[bool] = True
 
@@ -70,22 +73,27 @@ class Exhaustive(Base):
         from toki.harness.explore import Memo, explore
 
         runner, on_run, bound, budget = runs.runner, runs.on_run, self.preemptions, self.budget
-        explored = pruned = 0
+        explored = pruned = redundant = 0
         res, k = None, 0
         record_all = memo is not None
         memo = Memo() if memo is None else memo
         one_pass = self.keep_going or not self.iterative
-        for k in ([bound] if one_pass else range(start, bound + 1)):
+        # The bounds go up from 1, not 0: the runs with no preemption are the serial orders, which
+        # the reference outcomes ran already and which no anomaly can be, so bound 1 counts them
+        # among its own rather than spending a level (and the serial orders' runs) on them.
+        first = start if start > 0 or bound == 0 else 1
+        for k in ([bound] if one_pass else range(first, bound + 1)):
             memo.recording = record_all or k < bound
-            res = explore(runner, bound=k, max_runs=None if budget is None else max(1, budget - explored),
+            res = explore(runner, bound=k, max_runs=None if budget is None else max(1, budget - explored - redundant),
                           on_run=None if on_run is None else (lambda n, hit, base=explored: on_run(base + n, hit)),
-                          shard=shard, stop_at_first=not self.keep_going, memo=memo, count_below=one_pass,
-                          want=runs.want, deadline=runs.deadline)
+                          shard=shard, stop_at_first=not self.keep_going, memo=memo,
+                          count_below=one_pass or (k == first and start == 0), want=runs.want,
+                          deadline=runs.deadline, dpor=self.reduction == "dpor")
             # each bound's tree holds the lower bounds' runs: its prunings are the search's
-            explored, pruned = explored + res.explored, res.pruned
+            explored, pruned, redundant = explored + res.explored, res.pruned, redundant + res.redundant
             if res.found is not None or not res.complete:
                 break
-        part = {"shard": list(shard), "explored": explored, "pruned": pruned, "level": k,
+        part = {"shard": list(shard), "explored": explored, "pruned": pruned, "redundant": redundant, "level": k,
                 "complete": res.complete and (self.keep_going or res.found is None), "found": res.found,
                 "grants": None if res.found is None else list(res.found.trace.grants)}
         if self.keep_going:
@@ -102,6 +110,7 @@ class Exhaustive(Base):
         number of workers reports the same one (its run is not here: ``found`` is None)."""
         bound = self.preemptions
         explored, pruned = sum(p["explored"] for p in parts), sum(p["pruned"] for p in parts)
+        redundant = sum(p.get("redundant", 0) for p in parts)
         hit = first_hit(parts)
         going_on = all("anomalous" in p for p in parts)
         complete = (hit is None or going_on) and all(p["complete"] for p in parts)
@@ -123,6 +132,7 @@ class Exhaustive(Base):
             guarantee = (f"incomplete: cut short by {cut} after {explored} interleavings at {level} preemption(s); "
                          "no guarantee beyond them")
         return Searched(self, None, explored=explored, guarantee=guarantee, pruned=pruned, complete=complete,
+                        redundant=redundant,
                         out_of_time=late if any("out_of_time" in p for p in parts) else None,
                         anomalous=sum(p["anomalous"] for p in parts) if going_on else None,
                         shards=max(p["shard"][1] for p in parts))
@@ -152,6 +162,12 @@ class Exhaustive(Base):
         def share(left):
             return None if left is None else max(1, -(-left // n))
 
+        if self.reduction == "dpor":
+            # DPOR's branches come from the races of runs anywhere below a decision, so its tree
+            # has no parts to cut beforehand: each scenario is one job, whole (the same counts
+            # as one process), and the workers share the scenarios.
+            total(len(names))
+            return [[p] for p in run_jobs([(name, 0, 1, None, budget, None) for name in names])]
         if self.keep_going or bound == 0:
             total(len(names) * n)
             parts = run_jobs([(name, i, n, None, share(budget), None) for name in names for i in range(n)])
@@ -209,8 +225,8 @@ class Exhaustive(Base):
     @staticmethod
     def late_part(shard: tuple[int, int]) -> dict:
         """A shard the deadline reached before it started: nothing explored, nothing certified."""
-        return {"shard": list(shard), "explored": 0, "pruned": 0, "level": 0, "complete": False, "grants": None,
-                "out_of_time": True}
+        return {"shard": list(shard), "explored": 0, "pruned": 0, "redundant": 0, "level": 0, "complete": False,
+                "grants": None, "out_of_time": True}
 
 
 def first_hit(parts: list[dict]) -> dict | None:
@@ -233,6 +249,10 @@ class Shards(Base):
     @property
     def budget(self) -> int | None:
         return self.exhaustive.budget
+
+    @property
+    def reduction(self) -> str:
+        return self.exhaustive.reduction
 
     @property
     def seed(self) -> int:
