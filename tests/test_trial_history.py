@@ -1,11 +1,13 @@
 """Two checkers, one truth: a harness trial written as a memory history (toki.record.trial_history)
 is checked by ``toki check --workload memory``, and its answer agrees with the harness's own
 detectors on the same run: on every serial run (both find nothing, or both a design property)
-and on interleaved runs (both name the anomaly): SodaMem's shipped witness, and for TOKI's write
-path, mem0, LangMem, Graphiti and the Zep model (no shipped witness) seeded random
-interleavings that include each scenario's race. Where a detector reads state the history does not carry, the table in
+and on interleaved runs (both name the anomaly): every witness shipped in docs/engines/
+(replayed), and for TOKI's write path, mem0, LangMem, Graphiti, the Zep model and the MIRIX,
+Letta, AtomMem, mem0 1.0.x and comparator models seeded random interleavings that include each
+scenario's race. Where a detector reads state the history does not carry, the table in
 docs/memory-histories.md ("A harness trial as a memory history") says why, and CARRIED below
-leaves it out; where the checker finds what no detector looks for, CHECKER_ONLY names it.
+leaves it out; where the checker finds what no detector looks for, CHECKER_ONLY names it; a run
+an engine's hook declines to state, DECLINED names.
 """
 
 from __future__ import annotations
