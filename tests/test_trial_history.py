@@ -177,6 +177,10 @@ DECLINED = {
     **{f"mem0-v1:{s}": (lambda returned: any(_unreturned_action(r) for r in returned.values()))
        for s in ("concurrent-update", "delete-vs-update", "duplicate-add", "double-supersede", "rejudge",
                  "ingestion-order", "update-overwrites", "love-then-hate")},
+    # Letta: the rethink's re-read after its flush no longer shows its summary (the other agent
+    # flushed in between), so what it wrote is not in its return
+    "letta:consolidation-overwrites": lambda returned: "C" in returned and not any(
+        ln.startswith("Summary: ") for st in returned["C"]["steps"] for ln in st["memory"]["human"].split("\n")),
     # AtomMem: an adding call failed (a torn read, maybe after its whole-file save)
     **{f"atommem:{s}": (lambda returned: len(returned) < 2) for s in ("add-add", "contradict-same-fact",
                                                                      "contradict-vs-add", "duplicate-add",

@@ -217,7 +217,9 @@ class LettaModel:
 
         None for ``duplicate-remember`` (two steps append one line, and a step that found the line
         already there returns what an append returns: the block's value, which holds the line
-        either way), for a return these rules do not explain, and when a dropped line cannot be
+        either way), for a rethink whose re-read after its flush no longer shows its summary (the
+        other agent flushed in between: what it wrote is not returned), for a return these rules
+        do not explain, and when a dropped line cannot be
         put on one other writer. A call refused by the version check (a clean abort) wrote
         nothing."""
         sc = self.scenarios.get(scenario)
