@@ -1,16 +1,18 @@
-"""Record again the engine witnesses and pictures that docs/engines.md shows, with the current harness.
+"""Record again the engine witnesses shipped in docs/engines/ and their pictures, with the current harness.
 
 For each one: ``toki certify --engine ENGINE --scenario SCENARIO --budget 100 --seed 0 --witness ...
 --png ...`` into a temporary folder, the witness and its picture copied to
-``docs/engines/ENGINE-SCENARIO.witness.json`` and ``.png`` (no picture for NO_PICTURE's engines), then ``toki certify --replay`` of the
-copy 5 times, which must exit 1 (every run shows the anomaly). The script exits 1 when a search
-finds no anomaly (the old files stay) or a recorded witness does not reproduce.
+``docs/engines/ENGINE-SCENARIO.witness.json`` and ``.png`` (no picture for NO_PICTURE's engines),
+then ``toki certify --replay`` of the copy 5 times, which must exit 1 (every run shows the
+anomaly). The script exits 1 when a search finds no anomaly (the old files stay) or a recorded
+witness does not reproduce.
 
 tests/test_certify_contract.py replays every ``*.witness.json`` under docs/ and fails when one no
 longer reproduces (after a change to the harness or an engine): this is the one command that
 records them again.
 
-Usage (from the repository root; the SodaMem search takes about a minute, all of them about 15)::
+Usage (from the repository root; the SodaMem search takes about a minute, all of them 15-20 min
+on 2 busy cores)::
 
     .venv/bin/python docs/make_witnesses.py
     .venv/bin/python docs/make_witnesses.py --only sodamem-double-supersede
