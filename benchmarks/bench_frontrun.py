@@ -262,8 +262,8 @@ def markdown(rows: list[dict]) -> str:
         if serial != "-":
             explored += f" (+{serial} serial)"
         times = [x.get("elapsed_s") for x in runs if x.get("elapsed_s") is not None]
-        out.append(f"| {r['program']} | {r['tool']} | {_verdicts(runs)} | {explored} | "
-                   f"{statistics.median(times):.2f} | {_replays(runs)} |" if times else "| - |")
+        median = f"{statistics.median(times):.2f}" if times else "-"  # no run answered (each timed out)
+        out.append(f"| {r['program']} | {r['tool']} | {_verdicts(runs)} | {explored} | {median} | {_replays(runs)} |")
     return "\n".join(out)
 
 

@@ -159,3 +159,10 @@ def test_frontrun_dpor_side_runs_the_write_skew(toki_server):
     r = bench_frontrun.run_one("frontrun-dpor", "pg-skew-racy", 0, args)
     assert r["verdict"] in {"found", "inconclusive"}, r
     assert r["agents"] == 2 and "count" not in r["options"], r
+
+
+def test_the_markdown_table_keeps_a_row_where_no_run_answered():
+    """A cell whose runs all timed out has no time; its row once collapsed to ``| - |``."""
+    rows = [{"program": "json-fixed-3", "tool": "frontrun-dpor", "runs": [{"verdict": "error", "wall_s": 900.1}] * 2}]
+    line = bench_frontrun.markdown(rows).splitlines()[-1]
+    assert line == "| json-fixed-3 | frontrun-dpor | error ×2 | - | - | - |", line
