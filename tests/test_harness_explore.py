@@ -194,9 +194,9 @@ def _cases(rows, slow=()):
     return [pytest.param(*r, id=r[0], marks=pytest.mark.slow if r[0] in slow else ()) for r in rows]
 
 
-def _everything(make, scenario: str, bound: int, reduce: bool = True, dpor: bool = True):
+def _everything(make, scenario: str, bound: int, reduce: bool = True, dpor: bool = True, probe: bool = False):
     with TrialRunner(make(), scenario) as tr:
-        return explore(tr, bound=bound, reduce=reduce, stop_at_first=False, dpor=dpor)
+        return explore(tr, bound=bound, reduce=reduce, stop_at_first=False, dpor=dpor, probe=probe)
 
 
 def _both(make, scenario: str, bound: int):
@@ -314,7 +314,7 @@ def test_iterative_bounds_execute_each_interleaving_once_and_count_it_once(label
     in one process and summed over shards."""
     from toki.harness.search import exhaustive_part
 
-    whole = _everything(make, scenario, bound)
+    whole = _everything(make, scenario, bound, probe=True)
     assert whole.complete and not whole.hits
     with _Recording(make(), scenario) as tr:
         part = exhaustive_part(tr, bound=bound)

@@ -105,40 +105,46 @@ def test_a_search_told_nothing_or_not_in_control_never_certifies(capsys, how):
 
 
 @pytest.mark.slow
-def test_workers_and_a_cluster_cut_the_same_shards_and_agree_with_one_process():
+@pytest.mark.parametrize("reduction", ["dpor", "sleep"])
+def test_workers_and_a_cluster_cut_the_same_shards_and_agree_with_one_process(reduction):
     """``--workers 2`` and ``--cluster local:1``/``local:2`` report the same search, and for a complete
-    certificate the same counts as the unsharded search in one process."""
+    certificate the same counts as the unsharded search in one process: cut into 4 shards with
+    sleep sets, one job per scenario with DPOR."""
     pytest.importorskip("distributed")
     docs = {}
     for how in ([], ["--workers", "2"], ["--cluster", "local:1"], ["--cluster", "local:2"]):
         out = io.StringIO()
         rc = main(["certify", "--engine", "atommem-atomic", "--scenario", "add-search-vs-add", "--exhaustive", "2",
-                   "--json", "-", *how], out=out, err=io.StringIO())
+                   "--reduction", reduction, "--json", "-", *how], out=out, err=io.StringIO())
         assert rc == 0
         docs[" ".join(how) or "one process"] = json.loads(out.getvalue())["verdicts"][0]["search"]
     one = docs.pop("one process")
     assert one["complete"] and "shards" not in one
     for how, s in docs.items():
-        assert s["complete"] and s["shards"] == 4, how
+        assert s["complete"] and s.get("shards", 1) == (4 if reduction == "sleep" else 1), how
         assert (s["explored"], s["pruned"], s["guarantee"]) == (one["explored"], one["pruned"], one["guarantee"]), how
 
 
 @pytest.mark.slow  # about 10 s; the fast tier keeps the mechanism in a smaller test
-def test_a_race_below_the_top_bound_is_found_before_any_shard_with_one_process_count():
-    """Sharded, the bounds below K are searched once, whole: a race at K=1 is found there, and the
-    search reports what one process reports (no shard searches to its own first find)."""
+@pytest.mark.parametrize("reduction, runs", [("dpor", 2), ("sleep", 2)])
+def test_a_race_below_the_top_bound_is_found_before_any_shard_with_one_process_count(reduction, runs):
+    """With workers, a DPOR search is one job per scenario, and a sleep-set search covers the
+    bounds below K once, whole, before it cuts bound K into shards: a race at K=1 is found there.
+    Either way the search reports what one process reports (no shard searches to its own first
+    find)."""
     docs = {}
     for how in ([], ["--workers", "2"]):
         out = io.StringIO()
         rc = main(["certify", "--engine-module", "benchmarks.frontrun_programs.sqlite_counter:racy",
-                   "--exhaustive", "2", "--json", "-", *how], out=out, err=io.StringIO())
+                   "--exhaustive", "2", "--reduction", reduction, "--json", "-", *how], out=out, err=io.StringIO())
         assert rc == 1
         (v,) = json.loads(out.getvalue())["verdicts"]
         assert v["verdict"] == "admits" and v["replayed"]
         docs[" ".join(how) or "one process"] = v["search"]
     one, two = docs["one process"], docs["--workers 2"]
-    assert one["explored"] == two["explored"] == 3 and "shards" not in two
-    assert one["guarantee"] == two["guarantee"] == "an anomaly with at most 1 preemption(s), after 3 interleavings"
+    assert one["explored"] == two["explored"] == runs and "shards" not in two
+    assert one["reduction"] == two["reduction"] == reduction
+    assert one["guarantee"] == two["guarantee"] == f"an anomaly with at most 1 preemption(s), after {runs} interleavings"
 
 
 @pytest.mark.parametrize("argv,needle", [

@@ -54,6 +54,10 @@ def register(sub) -> None:
     p.add_argument("--keep-going", action="store_true",
                    help="(--engine --exhaustive) cover the whole bound past the first anomaly and count the anomalous "
                         "interleavings (the witness is the one with the fewest switches)")
+    p.add_argument("--reduction", choices=("dpor", "sleep"), default=None,
+                   help="(--engine --exhaustive) how equivalent interleavings are skipped: dpor (default) runs one "
+                        "per class of equivalent interleavings, a scenario per worker; sleep uses sleep sets alone, "
+                        "more runs, whose tree --workers/--cluster cut into shards")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="(--engine --exhaustive) search each scenario's tree in N processes on this machine, cut "
                         "into the same shards as --cluster (default 1: one process, unsharded)")

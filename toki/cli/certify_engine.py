@@ -270,10 +270,18 @@ def _search(args, budget_given: int | None):
     if budget is not None and budget < 1:
         raise ConfigError(f"--budget {budget} must be at least 1", fix="pass --budget 100 or more")
     keep_going = getattr(args, "keep_going", False)
+    reduction = getattr(args, "reduction", None)
+    if reduction is not None and not (option is not None and option.shards):
+        raise ConfigError(f"--reduction {reduction} chooses how an exhaustive search skips equivalent interleavings",
+                          fix="add --exhaustive K")
     if option is None:
         return option, Random(budget=budget, seed=args.seed), budget
-    return option, option.make(value, budget=budget, seed=args.seed,
-                               **({"keep_going": keep_going} if option.keep_going else {})), budget
+    strategy = option.make(value, budget=budget, seed=args.seed, **({"keep_going": keep_going} if option.keep_going else {}))
+    if reduction is not None:
+        from dataclasses import replace
+
+        strategy = replace(strategy, reduction=reduction)
+    return option, strategy, budget
 
 
 def run_engine(args, out) -> int:

@@ -150,6 +150,43 @@ def races(events: list[tuple[str, Footprint]]) -> list[tuple[int, tuple[str, ...
     return out
 
 
+def probes(events: list[tuple[str, Footprint]]) -> list[tuple[int, str]]:
+    """Where a race is likeliest, from one run's steps: ``(i, b)``, preempt the agent of step
+    ``i`` right after it and let agent ``b`` run to its end.
+
+    Step ``i`` and a later step ``j`` of the same agent touch the same thing, with no step of that
+    agent touching it in between, one of them writes it or both read it (a read-modify-write, a
+    check-then-insert, two writes a reader must not split, two reads a writer must not split),
+    and a step of ``b`` after ``j`` conflicts with one of them: ``b`` run inside the window is
+    the lost update, the double insert, the torn read. "The same thing" is the footprints'
+    resources and, where both steps name tables, a table both name (a hint: probes are extra
+    runs, never a reason to skip one). Read-then-write windows first, each kind in the order the
+    windows open."""
+    found: dict[tuple[int, str], int] = {}
+    for j, (a, fj) in enumerate(events):
+        if not (fj.reads or fj.writes):
+            continue
+        for i in range(j - 1, -1, -1):
+            ai, fi = events[i]
+            if ai != a or not _same_thing(fi, fj):
+                continue
+            # a read, then a write of what it read, first: the lost update, the check-then-insert
+            rank = 0 if fi.reads and not fi.writes and fj.writes else 1
+            for b in dict.fromkeys(e[0] for e in events[j + 1:] if e[0] != a):
+                if any(e[0] == b and (_dependent(fi, e[1]) or _dependent(fj, e[1])) and _same_thing(fi, e[1])
+                       for e in events[j + 1:]):
+                    found[(i, b)] = min(rank, found.get((i, b), rank))
+            break
+    return sorted(found, key=lambda k: (found[k], k))
+
+
+def _same_thing(a: Footprint, b: Footprint) -> bool:
+    """Do the two steps touch a common resource (reading or writing it), and a common table
+    where both name tables?"""
+    return Footprint(writes=a.reads | a.writes).conflicts(Footprint(reads=b.reads | b.writes)) and (
+        not a.tables or not b.tables or bool(a.tables & b.tables))
+
+
 @functools.lru_cache(maxsize=65536)  # every run of a search compares the same footprints again
 def _dependent(a: Footprint, b: Footprint) -> bool:
     return a.conflicts(b)
@@ -400,6 +437,30 @@ class ExploringChooser(Chooser):
         return fp.renamed("lock", alias)
 
 
+class ProbeChooser(ExploringChooser):
+    """A probe (:func:`probes`): the decisions ``prefix`` of a run made before, then agent ``b``
+    whenever it can step, then on by default. Its decisions are logged as a tree's run's are, so
+    a record (:class:`Memo`) keeps it and the tree walks it rather than running it again."""
+
+    def __init__(self, prefix: list[str], b: str, bound: int):
+        super().__init__(_Tree(bound=bound, reduce=False))
+        self.prefix, self.b, self.bound = prefix, b, bound
+
+    def decide(self, victim, eligible, last, steps):
+        def cost(agent: str) -> int:
+            return int(not victim and last in eligible and agent != last)
+
+        n = len(self.log)
+        if n < len(self.prefix) and self.prefix[n] in eligible:
+            choice = self.prefix[n]
+        elif self.b in eligible and not victim and self.preemptions + cost(self.b) <= self.bound:
+            choice = self.b
+        else:  # (b blocked, then free again while another runs: going back to it may cost too much)
+            choice = last if last in eligible else eligible[0]
+        self.preemptions += cost(choice)
+        return choice
+
+
 class Memo:
     """The runs of the lower bounds, as a tree of their decisions, so that iterative context
     bounding does not execute them again at the next bound: the depth-first search at bound
@@ -488,6 +549,7 @@ class ExploreResult:
     anomalous: set[str] = field(default_factory=set)  # outcome keys of the anomalous runs
     out_of_time: bool = False  # ``time_limit_s`` or ``deadline`` ended the search
     redundant: int = 0  # runs executed that turned out equivalent to one explored (not in ``explored``)
+    probes: int = 0  # of ``explored``: runs made first where the first run showed a race likeliest
 
     @property
     def admits(self) -> bool:
@@ -499,7 +561,7 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
             want: Callable[[TrialResult], bool] | None = None,
             on_run: Callable[[int, bool], None] | None = None, shard: tuple[int, int] = (0, 1),
             memo: Memo | None = None, count_below: bool = True, deadline: float | None = None,
-            dpor: bool = True) -> ExploreResult:
+            dpor: bool = True, probe: bool = False) -> ExploreResult:
     """Run every interleaving with at most ``bound`` preemptions (with ``reduce``, skipping those
     equivalent to one already run) until an anomaly ``want`` accepts is found (``stop_at_first``),
     ``max_runs`` runs, ``time_limit_s`` seconds or the ``deadline`` (a :func:`time.monotonic` time;
@@ -521,7 +583,32 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
     if time_limit_s is not None:
         deadline = min(time.monotonic() + time_limit_s, deadline if deadline is not None else float("inf"))
     runs = Runs(runner, want=want, deadline=deadline)
+    todo: list[tuple[list[str], str]] | None = [] if probe and bound > 0 and tree.dpor else None
+    if todo is not None and memo is None:
+        memo = Memo()  # so that the tree walks a probe it comes to instead of running it again
     while not (max_runs is not None and res.explored + res.redundant >= max_runs):
+        if todo:  # races first: the probes the first run showed, before the tree's next branch
+            prefix, b = todo.pop(0)
+            chooser = ProbeChooser(prefix, b, bound)
+            try:
+                r, hit = runs.trial(chooser)
+            except OutOfTime:
+                res.out_of_time = True
+                break
+            memo.add(chooser.log, set(chooser._ctl.busy_grants) if chooser._ctl is not None else set())
+            res.explored += 1
+            res.probes += 1
+            res.outcomes.add(r.outcome.key)
+            if on_run is not None:
+                on_run(res.explored, hit)
+            if hit:
+                res.hits += 1
+                res.anomalous.add(r.outcome.key)
+                if res.found is None or context_switches(r.trace) < context_switches(res.found.trace):
+                    res.found = r
+                if stop_at_first:
+                    break
+            continue
         if runs.past():  # a walk through the record takes time too
             res.out_of_time = True
             break
@@ -549,6 +636,9 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
             res.redundant += 1  # its sleep set had every branch asleep: equivalent to a run made before
         else:
             res.explored += 1
+        if todo is not None and res.explored + res.redundant == 1:
+            events = [(c, ANYTHING if v or st is None else st[c]) for v, _e, _l, st, c in chooser.log]
+            todo.extend(([c for *_, c in chooser.log[:i + 1]], b) for i, b in probes(events))
         res.outcomes.add(r.outcome.key)
         if on_run is not None:
             on_run(res.explored, hit)

@@ -65,7 +65,8 @@ def statement_footprint(family: str, sql: str) -> Footprint:
     head = text.split(None, 1)[0].lower() if text else ""
     plain = (sql_kind(sql) == "read" and head in ("select", "with", "explain") and not text.endswith("…")
              and not _NOT_A_READ.search(text))
-    tables = frozenset(m.lower().replace('"', "").replace("`", "") for m in _NAMED_TABLE.findall(str(sql)[:4096]))
+    tables = frozenset(m.lower().replace('"', "").replace("`", "") for m in _NAMED_TABLE.findall(str(sql)[:4096])
+                       ) - {"set"}  # "ON CONFLICT ... DO UPDATE SET" names no table
     return Footprint.reading((family,), tables=tables) if plain else Footprint.writing((family,), tables=tables)
 
 

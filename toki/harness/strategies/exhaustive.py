@@ -88,7 +88,8 @@ class Exhaustive(Base):
                           on_run=None if on_run is None else (lambda n, hit, base=explored: on_run(base + n, hit)),
                           shard=shard, stop_at_first=not self.keep_going, memo=memo,
                           count_below=one_pass or (k == first and start == 0), want=runs.want,
-                          deadline=runs.deadline, dpor=self.reduction == "dpor")
+                          deadline=runs.deadline, dpor=self.reduction == "dpor",
+                          probe=self.reduction == "dpor" and k == first and start == 0)
             # each bound's tree holds the lower bounds' runs: its prunings are the search's
             explored, pruned, redundant = explored + res.explored, res.pruned, redundant + res.redundant
             if res.found is not None or not res.complete:
