@@ -123,6 +123,108 @@ class _Tally:
         return [c.execute("select n from tally").fetchone()[0] for _ in range(2)]
 
 
+class _Sqlite:
+    """Small SQLite programs for the rules a footprint reads (a file of its own, its write lock and
+    its data, a commit giving the lock back, a busy call as a read). ``program``:
+
+    - ``deferred``: two agents add one in ``BEGIN; SELECT; UPDATE; COMMIT`` (both may read, then
+      neither can write: SQLite's busy deadlock, one agent gets the error);
+    - ``two-files``: A and B each add one in a file of their own, R reads both files twice;
+    - ``attached``: A writes b.db through ``ATTACH``, B writes b.db directly, R reads b.db twice;
+    - ``cascade``: A deletes a parent row whose children a foreign key deletes with it, R counts
+      the children twice (the delete names no child table)."""
+
+    version, executed = "1.0", "model"
+
+    def __init__(self, program: str):
+        self.name, self.program = f"toy-sqlite-{program}", program
+        agents = {"deferred": ("A", "B")}.get(program, ("A", "B", "R") if program != "cascade" else ("A", "R"))
+        self.scenarios = {program: Scenario(program, f"SQLite: {program}", agents, self.call, setup=self.setup,
+                                            observe=True)}
+
+    def open(self, location):
+        return Path(location)
+
+    def close(self, folder):
+        pass
+
+    def _db(self, folder, name="a.db"):
+        c = sqlite3.connect(folder / name, isolation_level=None)
+        if self.program == "cascade":
+            c.execute("pragma foreign_keys = on")
+        return c
+
+    def setup(self, folder):
+        for name in ("a.db", "b.db"):
+            c = sqlite3.connect(folder / name, isolation_level=None)
+            c.executescript("create table n (id int primary key, v int); insert into n values (1, 0);"
+                            "create table parent (id int primary key);"
+                            "create table child (id int, p int references parent(id) on delete cascade);"
+                            "insert into parent values (1); insert into child values (1, 1), (2, 1);")
+            c.close()
+
+    def state(self, folder):
+        out = []
+        for name in ("a.db", "b.db"):
+            c = sqlite3.connect(folder / name)
+            out.append([c.execute("select v from n").fetchone()[0], c.execute("select count(*) from child").fetchone()[0]])
+            c.close()
+        return out
+
+    def call(self, folder, agent):
+        p = self.program
+        if p == "deferred":
+            c = self._db(folder)
+            try:
+                c.execute("begin")
+                (v,) = c.execute("select v from n where id = 1").fetchone()
+                c.execute("update n set v = ? where id = 1", (v + 1,))
+                c.execute("commit")
+            finally:
+                c.close()
+            return None
+        if agent == "R":
+            name = "b.db" if p == "attached" else "a.db"
+            c = self._db(folder, name)
+            try:
+                if p == "cascade":
+                    return [c.execute("select count(*) from child").fetchone()[0] for _ in range(2)]
+                if p == "two-files":
+                    d = self._db(folder, "b.db")
+                    try:
+                        return [(c.execute("select v from n").fetchone()[0], d.execute("select v from n").fetchone()[0])
+                                for _ in range(2)]
+                    finally:
+                        d.close()
+                return [c.execute("select v from n").fetchone()[0] for _ in range(2)]
+            finally:
+                c.close()
+        if p == "cascade":
+            c = self._db(folder)
+            try:
+                c.execute("delete from parent where id = 1")
+            finally:
+                c.close()
+            return None
+        name = "b.db" if p == "two-files" and agent == "B" else "a.db"
+        c = self._db(folder, "b.db" if p == "attached" and agent == "B" else name)
+        try:
+            if p == "attached" and agent == "A":
+                c.execute("attach database ? as other", (str(folder / "b.db"),))
+                c.execute("update other.n set v = v + 1 where id = 1")
+                c.execute("update other.n set v = v + 10 where id = 1")
+            else:
+                c.execute("update n set v = v + 1 where id = 1")
+                c.execute("update n set v = v + 10 where id = 1")
+        finally:
+            c.close()
+        return None
+
+
+def _sqlite(program):
+    return lambda: _Sqlite(program)
+
+
 _runs = itertools.count()
 
 
@@ -186,6 +288,14 @@ SMALL = [
     ("atommem profile-batch-vs-add", lambda: load_engine("atommem"), "profile-batch-vs-add", 2),
     ("atommem-atomic add-add", lambda: load_engine("atommem-atomic"), "add-add", 2),
     ("trigger", _Tally, "read-tally", 2),  # a table-by-table footprint loses the read between the inserts
+    ("sqlite deferred", _sqlite("deferred"), "deferred", 2),
+    ("sqlite two files", _sqlite("two-files"), "two-files", 2),
+    ("sqlite attached", _sqlite("attached"), "attached", 2),
+    ("sqlite cascade", _sqlite("cascade"), "cascade", 2),
+    ("sqlite counter, BEGIN IMMEDIATE", _module("benchmarks.frontrun_programs.sqlite_counter:fixed"), "increment", 3),
+    ("sqlite counter, three agents", _module("benchmarks.frontrun_programs.sqlite_counter:racy3"), "increment", 2),
+    ("sqlite counter, BEGIN IMMEDIATE, three agents", _module("benchmarks.frontrun_programs.sqlite_counter:fixed3"),
+     "increment", 2),
 ]
 
 
@@ -205,12 +315,17 @@ def _both(make, scenario: str, bound: int):
 
 @pytest.mark.parametrize("label,make,scenario,bound", _cases(SMALL, slow={
     "notes K=3", "tinydb locked", "notes, three agents", "tinydb racy", "sqlitedict racy", "sqlitedict locked", "atommem add-add",
-    "atommem profile-batch-vs-add", "atommem-atomic add-add"}))
+    "atommem profile-batch-vs-add", "atommem-atomic add-add", "sqlite counter, three agents",
+    "sqlite counter, BEGIN IMMEDIATE, three agents", "sqlite attached", "sqlite two files"}))
 def test_the_reduced_search_reaches_every_outcome_of_the_full_one(label, make, scenario, bound):
+    """DPOR (with its races-first probes) and sleep sets alone each reach exactly the outcomes of
+    the full search, in no more runs."""
     full, reduced = _both(make, scenario, bound)
-    assert full.complete and reduced.complete
-    assert reduced.outcomes == full.outcomes
-    assert reduced.explored <= full.explored
+    sleep = _everything(make, scenario, bound, dpor=False)
+    probed = _everything(make, scenario, bound, probe=True)
+    assert full.complete and reduced.complete and sleep.complete and probed.complete
+    assert reduced.outcomes == full.outcomes == sleep.outcomes == probed.outcomes
+    assert reduced.explored <= sleep.explored <= full.explored
 
 
 @pytest.mark.slow

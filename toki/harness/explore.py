@@ -77,46 +77,38 @@ def dependent(a: Footprint, b: Footprint) -> bool:
 
 # -- races (DPOR) ------------------------------------------------------------------------------
 
-def races(events: list[tuple[str, Footprint]]) -> list[tuple[int, tuple[str, ...], int]]:
-    """The reversals a run's races call for, as ``(i, initials, b)``: unless a branch at
-    decision ``i`` is one of ``initials`` already, branch to the first of them there, and so at
-    ``b``, where the block of steps holding step ``i`` began.
+def races(events: list[tuple[str, Footprint]]) -> list[tuple[int, str, int]]:
+    """The reversals a run's races call for, as ``(i, p, b)``: agent ``p`` is to be a branch at
+    decision ``i`` (every eligible agent where ``p`` cannot step) and at ``b``, where the block
+    of steps holding step ``i`` began.
 
-    Source-DPOR (Abdulla, Aronis, Jonsson and Sagonas, POPL 2014; JACM 2017) over the run's
-    steps ``events`` (agent, footprint) in grant order. Happens-before is the order of one agent's
-    steps and of dependent steps of different agents. Steps ``e`` and ``e'`` race when they are
-    dependent, of different agents, and nothing happens between them in happens-before; the
-    reversal runs ``v`` (the steps after ``e`` that do not happen after it, then ``e'``) from
-    the decision of ``e``, so some agent that can start ``v`` (an *initial* of ``v``) must be a
-    branch there: the agent of ``e'`` when it is one, else the first. A decision whose branches
-    already hold an initial needs nothing (the source set's point).
+    DPOR (Flanagan and Godefroid, POPL 2005) over the run's steps ``events`` (agent, footprint)
+    in grant order, its races as source-DPOR defines them (Abdulla, Aronis, Jonsson and Sagonas,
+    POPL 2014). Happens-before is the order of one agent's steps and of dependent steps of
+    different agents; steps ``e`` and ``e'`` race when they are dependent, of different agents,
+    and nothing happens between them in happens-before. Reversing the race needs ``e'``'s agent
+    ``p`` at ``e``'s decision. A lock taken (or tried) after another agent gave it back races with
+    that agent's taking of it, not with the giving back (which it could not have preceded): DPOR's
+    treatment of a mutex.
 
     Under a preemption bound the reversal may cost a preemption the bound does not allow where
-    ``e`` ran and none where the block of ``e``'s agent began (Coons, Musuvathi and McKinley,
-    "Bounded partial-order reduction", OOPSLA 2013): the initial is a branch there too.
-    Soundness is checked against the full search's outcomes (tests/test_harness_explore.py)."""
-    out: list[tuple[int, tuple[str, ...], int]] = []
+    ``e`` ran and none where the block of ``e``'s agent began: bounded partial-order reduction
+    (Coons, Musuvathi and McKinley, OOPSLA 2013) makes ``p`` a branch there too, and adds ``p``
+    even where a branch is already one of the reversal's possible first agents. Source-DPOR's
+    shortcut (one of those first agents suffices) is not sound under a bound: with it, a run
+    that reads two SQLite files while two others write them lost an outcome the full search
+    reaches (tests/test_harness_explore.py, "sqlite two files")."""
+    out: list[tuple[int, str, int]] = []
     clocks: list[dict[str, int]] = []  # per step: for each agent, its last step that happens before (or is) it
 
     def before(i: int, k: int) -> bool:  # step i happens before step k (i < k)
         return clocks[k].get(events[i][0], -1) >= i
 
     def reversal(i: int, j: int) -> None:
-        a = events[i][0]
-        later = [k for k in range(i + 1, j) if not before(i, k)] + [j]
-        initials: list[str] = []
-        for n, k in enumerate(later):
-            b = events[k][0]
-            if b in initials or any(events[m][0] == b for m in later[:n]):
-                continue  # not this agent's first step in the reversal
-            if not any(before(m, k) for m in later[:n]):
-                initials.append(b)
-        p = events[j][0]
-        q = p if p in initials else initials[0]  # (never empty: the first step of ``later`` is one)
         block = i
-        while block > 0 and events[block - 1][0] == a:
+        while block > 0 and events[block - 1][0] == events[i][0]:
             block -= 1
-        out.append((i, (q, *(o for o in initials if o != q)), block))
+        out.append((i, events[j][0], block))
 
     last_of: dict[str, int] = {}
     for j, (p, fp) in enumerate(events):
@@ -143,8 +135,7 @@ def races(events: list[tuple[str, Footprint]]) -> list[tuple[int, tuple[str, ...
             if fi.releases and not fi.reversible(fp):
                 taken = next((k for k in range(i - 1, -1, -1) if events[k][0] == events[i][0]
                               and events[k][1].writes & fi.releases), None)
-                if taken is not None and not any(d != taken and d != i and before(taken, d) and not before(i, d)
-                                                 and events[d][0] != events[i][0] for d in everything):
+                if taken is not None:
                     reversal(taken, j)
                 break
     return out
@@ -310,11 +301,9 @@ class _Tree:
         events = [(choice, ANYTHING if victim or steps is None else
                    steps[choice].as_read() if n in busy else steps[choice])
                   for n, (victim, _eligible, _last, steps, choice) in enumerate(log[:len(path)])]
-        for i, initials, block in races(events):
-            for at in (i, block) if block != i else (i,):
-                node = path[at]
-                if node.backtrack is not None and not node.backtrack.intersection(initials):
-                    node.want(initials[0])
+        for i, p, block in races(events):
+            path[i].want(p)
+            path[block].want(p)
 
     def _mine(self) -> bool:
         self.parts += 1
