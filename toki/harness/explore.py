@@ -3,38 +3,53 @@
 The tree and its reduction (this module); the strategy that walks it bound by bound and cuts it
 into shards is :class:`toki.harness.strategies.Exhaustive`.
 
-Every interleaving of the agents with at most ``bound`` (K) *preemptions* is run once, by
-stateless model checking: each schedule re-executes the scenario from fresh storage
+Every interleaving of the agents with at most ``bound`` (K) *preemptions* is covered (run, or
+equivalent to one run), by stateless model checking: each schedule re-executes the scenario from fresh storage
 (:meth:`~toki.harness.trial.TrialRunner.trial`), following a prefix of decisions and then a
 default (go on with the agent that ran last, else the first eligible one). A preemption is a
 switch away from an agent that could have gone on; a switch when it finished or cannot step is
 free, and so is choosing a victim (SQLite's busy deadlock, a timed wait running out). Starting
 an agent is a decision like any other, so K=0 runs exactly the serial orders.
 
-Partial-order reduction by sleep sets (Godefroid): after the subtree of step ``t`` has been
-explored at a decision, a sibling subtree need not run ``t`` again until a step dependent on
-``t`` has run, since moving ``t`` forward gives an equivalent run (same outcome). Dependence is
-read from each pending step's footprint, which the interception module that made the step
-attached (:mod:`.steps`; :func:`footprint`), and is conservative.
+Partial-order reduction (``dpor``, the default): one run per class of equivalent interleavings.
+Dependence is read from each step's footprint, which the interception module that made the step
+attached (:mod:`.steps`; :func:`footprint`), and is conservative. A new decision starts with one
+branch, the default; after every run the races it shows (:func:`races`) add the branches that
+reverse them (DPOR, Flanagan and Godefroid), so a decision whose alternatives commute with what
+was run is never branched at all. Sleep sets (Godefroid) stay: after the subtree of step ``t``
+has been explored at a decision, a sibling subtree need not run ``t`` again until a step
+dependent on ``t`` has run. A run whose every branch within the bound sleeps at some decision
+goes on by default (a run cannot be stopped half-way): it is *redundant*, counted apart from
+``explored``.
 
-Sleep sets and a preemption bound do not combine naively (Coons, Musuvathi and McKinley,
-"Bounded partial-order reduction", OOPSLA 2013): the equivalent run with ``t`` moved forward
-may need more preemptions than the bound allows, and then nobody covers it. So a sleeping step
-is skipped only when its equivalent run provably costs no more preemptions than the one skipped
-(:meth:`_Node.asleep`); otherwise it is run although it sleeps.
+DPOR, sleep sets and a preemption bound do not combine naively (Coons, Musuvathi and McKinley,
+"Bounded partial-order reduction", OOPSLA 2013): the run that reverses a race, or the equivalent
+run with a sleeping step moved forward, may need more preemptions than the bound allows, and
+then nobody covers it. So a race also adds its branch where the earlier step's block began
+(:func:`races`), and a sleeping step is skipped only when its equivalent run provably costs no
+more preemptions than the one skipped (:meth:`_Node.asleep`); otherwise it is run although it
+sleeps. ``reduce=False`` runs every interleaving within the bound; ``dpor=False`` sleep sets
+alone, branching every decision to every agent (the tree shards cut, below).
 
-Sharding (``shard=(i, n)``): a run that takes a new branch at a decision some earlier run made
-is that run's *child*; the first run has none, its children are generation 1, theirs generation
-2. Each run of a generation below :data:`SPLIT_GENERATION` is a *part* by itself, and so is each
-run of that generation together with all its descendants. Parts are numbered in the depth-first
-order every shard walks, and part ``j`` is shard ``j % n``'s. Every shard runs the runs above
-the split (each counted by its part's owner only: they show the way to the parts below), passes
-over the other shards' parts by marking their first branch as taken without running it (a sleep
-set reads only which branches were taken, not what they found), and explores its own in full.
-So the ``n`` shards' runs and prunings add up to exactly those of one unsharded search, whatever
-``n``. Splitting by generation rather than by depth keeps the parts comparable: most runs of a
-deep tree differ from the first run only far down its path, and a cut at a fixed depth leaves
-them all in one part.
+Races first (``probe``): after the first run, the windows it shows (a read then a write of what
+it read, two writes a reader must not split) are tried before the tree's next branch, one
+preemption each (:func:`probes`). They are extra runs, recorded so that the tree walks a probe
+it comes to instead of running it again: they change the order in which a race is found, never
+what a complete search covers.
+
+Sharding (``shard=(i, n)``, sleep sets only: DPOR's branches come from races in runs anywhere
+below a decision, so its tree has no parts known beforehand): a run that takes a new branch at
+a decision some earlier run made is that run's *child*; the first run has none, its children are
+generation 1, theirs generation 2. Each run of a generation below :data:`SPLIT_GENERATION` is a
+*part* by itself, and so is each run of that generation together with all its descendants.
+Parts are numbered in the depth-first order every shard walks, and part ``j`` is shard ``j %
+n``'s. Every shard runs the runs above the split (each counted by its part's owner only: they
+show the way to the parts below), passes over the other shards' parts by marking their first
+branch as taken without running it (a sleep set reads only which branches were taken, not what
+they found), and explores its own in full. So the ``n`` shards' runs and prunings add up to
+exactly those of one unsharded sleep-set search, whatever ``n``. Splitting by generation rather
+than by depth keeps the parts comparable: most runs of a deep tree differ from the first run
+only far down its path, and a cut at a fixed depth leaves them all in one part.
 
 The reduction assumes what the harness already does: the Python code an agent runs between two
 storage calls shares memory with other agents only under the locks, conditions and queues the

@@ -16,11 +16,14 @@ one the other reads or writes (:meth:`Footprint.conflicts`). A step whose footpr
 (a plug-in's own step made without one, a wait enabled by code between steps) touches
 :data:`ANYTHING`, which conflicts with every step that touches something: the sound default.
 
-Today SQL statements touch the whole database of their driver family: table names do not make
-two statements commute (SQLite locks the whole file, and triggers and foreign keys touch tables
-the text does not name), so the tables a statement names travel as a hint
-(:attr:`Footprint.tables`) that conflicts do not read yet; a finer rule that reads the catalog
-(issue 34) turns them into resources of their own.
+SQLite statements touch the file their connection opened, split into its write lock and its data
+(:func:`toki.harness.sqlite_calls.connection_footprint`): inside a transaction that holds the
+write lock, reads and writes touch only the data, so another connection's ``BEGIN IMMEDIATE``
+commutes with them; a commit gives the lock back (:attr:`Footprint.releases`). Tables do not
+make two statements commute (SQLite locks the whole file; triggers and foreign keys touch tables
+the text does not name): the tables a statement names travel as a hint (:attr:`Footprint.tables`)
+that conflicts do not read, and that the search's races-first probes use. PostgreSQL and MariaDB
+statements touch the whole database of their driver family.
 """
 
 from __future__ import annotations

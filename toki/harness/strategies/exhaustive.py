@@ -1,17 +1,21 @@
 """Bounded-exhaustive search: every interleaving with at most K preemptions, a certificate within K.
 
-The search itself (the decision tree, sleep-set reduction, shards, the record of the lower
-bounds) is :mod:`toki.harness.explore`; this strategy runs it by iterative context bounding
-(CHESS): K = 0, 1, ... so that a race is found with the fewest preemptions, and a bound with no
-anomaly is covered completely before the next. A bound walks the lower bounds' runs from a
-record instead of executing them again, and counts only its own (exactly K preemptions), so
-``explored`` counts distinct interleavings.
+The search itself (the decision tree, DPOR and sleep sets, races-first probes, shards, the
+record of the lower bounds) is :mod:`toki.harness.explore`; this strategy runs it by iterative
+context bounding (CHESS): K = 1, 2, ... so that a race is found with the fewest preemptions, and
+a bound with no anomaly is covered completely before the next. K = 0 is not a level of its own:
+its runs are the serial orders, which the reference outcomes ran already and which no anomaly
+can be, so bound 1 counts them with its own. A bound walks the lower bounds' runs from a record
+instead of executing them again, and counts only its own (exactly K preemptions), so
+``explored`` counts distinct interleavings, each executed once.
 
 Sharded (``toki certify --workers N``/``--cluster``): :meth:`Exhaustive.part` searches one shard
 of the tree (a *part*, a dict of JSON values that travels back from a worker process),
 :meth:`Exhaustive.merge` adds the parts up, and :meth:`Exhaustive.shards` is the strategy that
 stands for a search run elsewhere: it re-executes the anomaly the parts report from its grants.
-Any number of shards gives the counts one process gives.
+Any number of shards gives the counts one process gives: a DPOR search (the default
+``reduction``) is one job per scenario, the workers sharing the scenarios; a sleep-set search
+(``reduction="sleep"``) cuts each scenario's tree into shards whose counts add up.
 """
 
 from __future__ import annotations
