@@ -353,7 +353,8 @@ TOKI_RACES = {"lww-unguarded-at-RC": "double-supersede", "evi-empty-slot-at-SI":
               "evi-empty-slot-at-RC": "double-supersede", "rule-at-SI": "double-supersede", "n3-base": "N3"}
 TOKI_SCENARIOS = ["lww-at-RC", "lww-unguarded-at-RC", "evi-at-SI", "evi-at-RC", "evi-empty-slot-at-SI",
                   "evi-empty-slot-slot-locked-at-SI", "evi-empty-slot-at-RC", "evi-empty-slot-at-SR", "n3-audit-row",
-                  "n3-base", "n1-keyed-log", "duplicate-lww-at-RC", "duplicate-evi-at-SI", "rule-at-SR", "rule-at-SI"]
+                  "n3-base", "n1-keyed-log", "duplicate-lww-at-RC", "duplicate-evi-at-SI", "rule-at-SR", "rule-at-SI",
+                  "lww-at-RC-with-reader"]
 
 
 @pytest.mark.parametrize("scenario", TOKI_SCENARIOS)
@@ -401,9 +402,10 @@ def test_mem0_serial_runs_and_interleavings_agree(tmp_path, scenario):
 
 # LangMem on SQLite (the harness's default store): every scenario.
 LANGMEM_RACES = {"blind-put": "lost-update", "double-remember": "double-supersede", "double-patch": "lost-update",
-                 "duplicate-remember": "duplicate-insert", "rejudge": "N1"}
+                 "duplicate-remember": "duplicate-insert", "rejudge": "N1", "double-remember-and-recall": "double-supersede"}
 LANGMEM_SCENARIOS = ["blind-put", "consolidation-vs-add", "ingestion-order", "double-remember", "double-patch",
-                     "duplicate-remember", "replace-overwrites", "recall-during-replace", "rejudge"]
+                     "duplicate-remember", "replace-overwrites", "recall-during-replace", "rejudge",
+                     "double-remember-and-recall"]
 
 
 @pytest.mark.parametrize("scenario", LANGMEM_SCENARIOS)

@@ -674,6 +674,14 @@ def _scenarios(engine: LangMemEngine) -> dict[str, Scenario]:
                  ("A", "B"), calls({"A": ("remember", "I moved to Rome."), "B": ("remember", "I moved to Paris.")},
                                    deletes=True),
                  seeded("I live in Berlin."), False, (several_current("residence"),), ("double-supersede",)),
+        Scenario("double-remember-and-recall",
+                 "two writers and a reader: A says Alice moved to Rome, B to Paris (enable_deletes=True, over the "
+                 "stored Berlin) while R recalls where she lives; serially one move ends current and R is told "
+                 "one residence",
+                 ("A", "B", "R"), calls({"A": ("remember", "I moved to Rome."), "B": ("remember", "I moved to Paris."),
+                                         "R": ("recall", "Where does Alice live?")}, deletes=True),
+                 seeded("I live in Berlin."), False, (several_current("residence"), told("R", "residence")),
+                 ("double-supersede", "N2"), observe=True),
         Scenario("double-patch",
                  "the same two moves with LangMem's defaults (no deletes): each patches the Berlin memory in place "
                  "(PatchDoc), one key, so at most one value survives; the later put decides which",

@@ -583,6 +583,12 @@ def _scenarios(engine: SodaMemEngine) -> dict[str, Scenario]:
                  "asks which lives_in facts are current (get_all_fact_events): serially R sees Berlin or Rome",
                  ("A", "R"), calls({"A": ("ingest", "I moved to Rome."), "R": ("current", "lives_in")}),
                  ingest_setup("I live in Berlin."), False, (belief_read("lives_in", "R"),), ("N2",), observe=True),
+        Scenario("two-moves-and-a-reader", "agents A and B ingest contradicting moves (Rome, Paris) over 'I live in "
+                 "Berlin' while agent R asks which lives_in facts are current: serially one move ends current and "
+                 "R sees Berlin, Rome or Paris alone (two writers and a reader: the shape of N2)",
+                 ("A", "B", "R"), calls({**move, "R": ("current", "lives_in")}), ingest_setup("I live in Berlin."),
+                 False, (several_current("lives_in"), belief_read("lives_in", "R")), ("double-supersede", "N2"),
+                 observe=True),
         Scenario("out-of-order-ingest", "one agent ingests the newer move (Paris, May) before the older one (Rome, "
                  "March), as a reported race claims ingestion order can make the older win; SodaMem orders by "
                  "event time", ("A",), calls({"A": ("ingest-in-order", "I moved to Paris.", "I moved to Rome.")}),

@@ -493,9 +493,31 @@ def _n2_scenario(name: str, desc: str, level: str, tag: tuple) -> Scenario:
     return Scenario(name, desc, ("Q", "R"), call, setup, False, (belief_drift(),), tag)
 
 
+def reader_saw_one() -> Detector:
+    """N2 for a reader beside two writers: R's one read of the slot's current claims, which serially
+    is exactly one claim (the incumbent or a writer's)."""
+    def check(state, errors, observed):
+        seen = observed.get("R")
+        if seen is None or len(seen) == 1:
+            return []
+        return [f"R read slot (alice, medication) while a supersede was half done and was told {seen or 'nothing'} "
+                "is current (serially exactly one claim is)"]
+    return Detector("N2", check, observes=True)
+
+
+def _read_current(h) -> list[str]:
+    h.conn.execute("begin isolation level read committed")
+    try:
+        rows = h.conn.execute("select object from agent_memory where subject = 'alice' and predicate = 'medication' "
+                              "and row_kind = 'current' and system_time_end = '9999-12-31' order by 1").fetchall()
+    finally:
+        h.conn.execute("commit")
+    return [r[0] for r in rows]
+
+
 def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
     def make(name, desc, operator, level: str, *, guard=True, incumbent=True, confs=(0.5, 0.5), slot_lock=False,
-             verdict=False):
+             verdict=False, reader=False):
         lvl: Level = parse_level(level)
         facts = {"A": _fact("f_a", "lee", confs[0]), "B": _fact("f_b", "kim", confs[1])}
 
@@ -504,6 +526,8 @@ def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
                 h.store.write(_fact("f_0", "park", 0.7), operator=operator, level=lvl, at=INCUMBENT_AT, conn=h.conn)
 
         def call(h, agent):
+            if agent == "R":
+                return _read_current(h)
             o = h.store.write(facts[agent], operator=operator, level=lvl, guard=guard, conn=h.conn,
                               slot_lock=slot_lock)
             return o.action
@@ -515,11 +539,16 @@ def _scenarios(engine: TokiEngine) -> dict[str, Scenario]:
         else:
             dets = (several_current(), lost_trace(("f_a", "f_b")))
             tags = ("P4",) if operator == "lww" else ("A5B",)
+        if reader:
+            return Scenario(name, desc, ("A", "B", "R"), call, setup, False, dets + (reader_saw_one(),), tags + ("N2",),
+                            observe=True)
         return Scenario(name, desc, ("A", "B"), call, setup, False, dets, tags)
 
     sc = [
         make("lww-at-RC", "⊕t at its precondition RC: two agents supersede the incumbent 'park'", "lww", "RC",
              verdict=True),
+        make("lww-at-RC-with-reader", "⊕t at RC: two agents supersede the incumbent 'park' while a third reads the "
+             "slot's current claims (two writers and a reader)", "lww", "RC", verdict=True, reader=True),
         make("lww-unguarded-at-RC", "⊕t at RC without the re-read guard: a close that affects no row is ignored",
              "lww", "RC", guard=False),
         make("evi-at-SI", "⊕p at its precondition SI over the incumbent 'park' (confidences 0.9 and 0.6)", "evi", "SI",
