@@ -428,10 +428,10 @@ class ExploringChooser(Chooser):
         return {a: self._stable(a, footprint(self._ctl.pending_step(a))) for a in eligible}
 
     def _stable(self, agent: str, fp: Footprint) -> Footprint:
-        if fp.space == "sql":
+        if any(r[:1] == ("sql",) and len(r) > 1 for r in fp.reads | fp.writes | fp.releases):
             # a SQLite file is known by the order in which this run first met it: every run has a
             # folder of its own, and the same decisions meet the same files in the same order
-            return fp.aliased("sql", lambda path: self._files.setdefault(path, f"db {len(self._files)}"))
+            fp = fp.aliased("sql", lambda path: self._files.setdefault(path, f"db {len(self._files)}"))
         if fp.space != "lock":
             return fp
         obj = self._ctl.pending_lock(agent)
