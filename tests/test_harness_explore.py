@@ -316,7 +316,7 @@ def _both(make, scenario: str, bound: int):
 @pytest.mark.parametrize("label,make,scenario,bound", _cases(SMALL, slow={
     "notes K=3", "tinydb locked", "notes, three agents", "tinydb racy", "sqlitedict racy", "sqlitedict locked", "atommem add-add",
     "atommem profile-batch-vs-add", "atommem-atomic add-add", "sqlite counter, three agents",
-    "sqlite counter, BEGIN IMMEDIATE, three agents", "sqlite attached", "sqlite two files"}))
+    "sqlite counter, BEGIN IMMEDIATE, three agents", "sqlite attached", "sqlite two files", "sqlite deferred"}))
 def test_the_reduced_search_reaches_every_outcome_of_the_full_one(label, make, scenario, bound):
     """DPOR (with its races-first probes) and sleep sets alone each reach exactly the outcomes of
     the full search, in no more runs."""
