@@ -481,3 +481,14 @@ def test_every_label_of_the_picture_stays_inside_it(tmp_path):
         box = t.get_window_extent(renderer)
         assert box.x0 >= -1 and box.x1 <= fig.bbox.width + 1, (t.get_text()[:80], box.x0, box.x1, fig.bbox.width)
     assert draw(w, tmp_path / "w.png").stat().st_size > 5000
+
+
+def test_a_witness_whose_calls_hold_dollar_signs_is_drawn(tmp_path):
+    """Graphiti's Cypher names its parameters $uuid, $name: drawn as text, not parsed as mathtext
+    (matplotlib raised a ParseException on them)."""
+    from toki.harness.draw import draw
+    from toki.harness.witness import Witness
+
+    w = Witness.load(ROOT / "docs/engines/graphiti-restated-fact.witness.json")
+    assert any("$" in s.detail for s in w.steps)
+    assert draw(w, tmp_path / "g.png").stat().st_size > 0

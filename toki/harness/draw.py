@@ -331,11 +331,14 @@ def figure(witness, *, title: str | None = None):
 
 def draw(witness, path: str | Path, *, title: str | None = None) -> Path:
     """Write the picture (``.png`` or ``.svg`` by the path's suffix)."""
+    import matplotlib
     import matplotlib.pyplot as plt
 
-    fig = figure(witness, title=title)
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=130)
+    # Calls are drawn as their text: a Cypher query's $parameters are not mathtext
+    with matplotlib.rc_context({"text.parse_math": False}):
+        fig = figure(witness, title=title)
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=130)
     plt.close(fig)
     return out
