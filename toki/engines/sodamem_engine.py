@@ -502,8 +502,10 @@ def rewon(predicate: str) -> Detector:
         objs = {f["object"] for f in state["facts"] if f["predicate"] == predicate}
         out = [f"{a} superseded {b} and {b} superseded {a}: one contradiction decided both ways"
                for a, b in sorted(sup) if a < b and (b, a) in sup and a in objs]
+        # a value "superseding" the same value is a duplicate merged the wrong way (duplicate-insert's
+        # finding), not a contradiction decided twice
         out += [f"{b} is current although {a} superseded it" for a, b in sorted(sup)
-                if b in _active(state, predicate) and a in objs]
+                if a != b and b in _active(state, predicate) and a in objs]
         return out
     return Detector("N1", check)
 
