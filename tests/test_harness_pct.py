@@ -151,6 +151,7 @@ def test_a_race_below_the_top_bound_is_found_before_any_shard_with_one_process_c
     (["--exhaustive", "2", "--workers", "0"], "--workers 0"),
     (["--workers", "2"], "--exhaustive"),
     (["--exhaustive", "1", "--workers", "2", "--cluster", "local:2"], "--workers and --cluster"),
+    (["--reduction", "sleep"], "--exhaustive"),  # a reduction is an exhaustive search's
 ])
 def test_workers_are_checked_where_they_enter(argv, needle):
     err = io.StringIO()
