@@ -560,6 +560,19 @@ class ExploreResult:
         return self.found is not None
 
 
+def _judged(res: ExploreResult, r: TrialResult, hit: bool, on_run) -> None:
+    """Count a run made (a tree's or a probe's) into ``res``."""
+    res.outcomes.add(r.outcome.key)
+    if on_run is not None:
+        on_run(res.explored, hit)
+    if hit:
+        res.hits += 1
+        res.anomalous.add(r.outcome.key)
+        # going on past the first, the witness is the run with the fewest switches
+        if res.found is None or context_switches(r.trace) < context_switches(res.found.trace):
+            res.found = r
+
+
 def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_first: bool = True,
             max_runs: int | None = None, time_limit_s: float | None = None,
             want: Callable[[TrialResult], bool] | None = None,
@@ -602,16 +615,9 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
             memo.add(chooser.log, set(chooser._ctl.busy_grants) if chooser._ctl is not None else set())
             res.explored += 1
             res.probes += 1
-            res.outcomes.add(r.outcome.key)
-            if on_run is not None:
-                on_run(res.explored, hit)
-            if hit:
-                res.hits += 1
-                res.anomalous.add(r.outcome.key)
-                if res.found is None or context_switches(r.trace) < context_switches(res.found.trace):
-                    res.found = r
-                if stop_at_first:
-                    break
+            _judged(res, r, hit, on_run)
+            if hit and stop_at_first:
+                break
             continue
         if runs.past():  # a walk through the record takes time too
             res.out_of_time = True
@@ -643,15 +649,7 @@ def explore(runner: TrialRunner, *, bound: int, reduce: bool = True, stop_at_fir
         if todo is not None and res.explored + res.redundant == 1:
             events = [(c, ANYTHING if v or st is None else st[c]) for v, _e, _l, st, c in chooser.log]
             todo.extend(([c for *_, c in chooser.log[:i + 1]], b) for i, b in probes(events))
-        res.outcomes.add(r.outcome.key)
-        if on_run is not None:
-            on_run(res.explored, hit)
-        if hit:
-            res.hits += 1
-            res.anomalous.add(r.outcome.key)
-            # going on past the first, the witness is the run with the fewest switches
-            if res.found is None or context_switches(r.trace) < context_switches(res.found.trace):
-                res.found = r
+        _judged(res, r, hit, on_run)
         if not tree.backtrack():
             res.complete = True
             break
