@@ -125,6 +125,18 @@ def test_the_intercepted_drivers_own_connects_are_no_effect_even_when_bound_at_i
     assert "unwatched" not in v["search"], v
 
 
+def _libc_connect(port: int) -> socket.socket:
+    """A socket connected to 127.0.0.1:``port`` by libc's connect() through ctypes: below Python,
+    where only the kernel's connect watch sees it."""
+    import ctypes
+    import struct
+
+    s = socket.socket()
+    addr = struct.pack("!HH4s8x", socket.AF_INET, port, socket.inet_aton("127.0.0.1"))
+    ctypes.CDLL(None).connect(s.fileno(), ctypes.c_char_p(struct.pack("H", socket.AF_INET) + addr[2:]), len(addr))
+    return s
+
+
 @pytest.mark.parametrize("driver_handle_appears", [True, False])
 def test_a_connect_is_judged_once_the_call_that_made_it_has_returned(monkeypatch, driver_handle_appears):
     """The kernel notes a connect before the call returns, and an intercepted driver's handle (by
@@ -132,8 +144,6 @@ def test_a_connect_is_judged_once_the_call_that_made_it_has_returned(monkeypatch
     must leave a connect to its thread's next call instead of judging it while the thread is still
     in the driver (a loaded CI run refused a correct psycopg 3 plug-in that way). When no handle
     appears, the connect is refused at that next call, naming the agent."""
-    import ctypes
-    import struct
     import time
 
     from toki.harness import connect_watch
@@ -147,11 +157,8 @@ def test_a_connect_is_judged_once_the_call_that_made_it_has_returned(monkeypatch
     port = listener.getsockname()[1]
 
     def agent():
-        s = socket.socket()
+        s = _libc_connect(port)
         try:
-            addr = struct.pack("!HH4s8x", socket.AF_INET, port, socket.inet_aton("127.0.0.1"))
-            ctypes.CDLL(None).connect(s.fileno(), ctypes.c_char_p(struct.pack("H", socket.AF_INET) + addr[2:]),
-                                      len(addr))
             t = time.perf_counter()
             while time.perf_counter() - t < 0.3:  # the driver still building its handle: the watch loop looks
                 pass
@@ -176,8 +183,6 @@ def test_a_connect_is_judged_once_the_call_that_made_it_has_returned(monkeypatch
 def test_a_connect_whose_thread_never_comes_back_is_refused_not_called_a_hang():
     """The connect is left to its thread's next call, but a thread that never makes one (stuck
     after it, past the step limit) does not turn the refusal into "the engine hangs"."""
-    import ctypes
-    import struct
     import time
 
     from toki.harness import connect_watch
@@ -189,11 +194,8 @@ def test_a_connect_whose_thread_never_comes_back_is_refused_not_called_a_hang():
     port = listener.getsockname()[1]
 
     def agent():
-        s = socket.socket()
+        s = _libc_connect(port)
         try:
-            addr = struct.pack("!HH4s8x", socket.AF_INET, port, socket.inet_aton("127.0.0.1"))
-            ctypes.CDLL(None).connect(s.fileno(), ctypes.c_char_p(struct.pack("H", socket.AF_INET) + addr[2:]),
-                                      len(addr))
             t = time.perf_counter()
             while time.perf_counter() - t < 2:  # stuck computing, past the step limit
                 pass
