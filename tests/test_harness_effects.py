@@ -633,3 +633,27 @@ def test_power_loss_closes_the_agents_handles_before_it_reads_a_store_with_a_pro
     assert rc in (0, 1) and "LockError" not in out + err, (rc, out[-1500:], err[-1500:])
     (system,) = json.loads((tmp_path / "pl.json").read_text())["systems"]
     assert system["power_loss"]["increment"]["explored"] > 0
+
+
+def test_the_file_a_parent_writes_its_output_to_is_output_here_too(tmp_path):
+    """A process whose parent writes its output to a file (a CI job's log) and that keeps that file
+    on a descriptor of its own (execnet sets the worker's stdout aside so): the controller's writes
+    to it during a trial are the run's own output, not storage (a CI run was refused so)."""
+    import subprocess
+    import sys
+
+    child = ("import os, sys; fd = os.dup(1); os.dup2(os.open(os.devnull, os.O_WRONLY), 1); "
+             "from toki.harness.effects import _parents_output; "
+             "sys.stderr.write(repr((fd, sorted(_parents_output()))))")
+    parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"
+    with open(tmp_path / "ci.log", "w") as log:
+        out = subprocess.run([sys.executable, "-c", parent], stdout=log, stderr=subprocess.PIPE, text=True,
+                             timeout=60)
+    fd, allowed = eval(out.stderr.strip().splitlines()[-1])  # noqa: S307 - our own repr of two ints
+    assert fd in allowed, out.stderr
+    # and a file the parent does not write its output to is not
+    with open(tmp_path / "other.log", "w") as other:
+        out = subprocess.run([sys.executable, "-c", parent], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, timeout=60, pass_fds=(other.fileno(),))
+    fd, allowed = eval(out.stderr.strip().splitlines()[-1])  # noqa: S307
+    assert fd not in allowed, out.stderr

@@ -300,7 +300,7 @@ class DescriptorScan:
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             with contextlib.suppress(Exception):
                 fds.add(stream.fileno())
-        return fds | _saved_standard_streams()
+        return fds | _saved_standard_streams() | _parents_output()
 
     def _known_sockets(self) -> set[int]:
         """Descriptors of sockets whose use is watched or granted elsewhere: psycopg 3
@@ -412,6 +412,29 @@ class DescriptorScan:
 
 
 _saved_streams: tuple[int, frozenset[int]] | None = None
+
+
+def _parents_output() -> frozenset[int]:
+    """This process's descriptors of the file its parent writes its standard output or error to:
+    the output both share (a CI job's log that pytest-xdist's controller writes while this worker
+    runs a trial, kept here on a descriptor execnet set aside), not storage."""
+    try:
+        theirs = set()
+        for n in (1, 2):
+            st = os.stat(f"/proc/{os.getppid()}/fd/{n}")
+            if stat.S_ISREG(st.st_mode):
+                theirs.add((st.st_dev, st.st_ino))
+        if not theirs:
+            return frozenset()
+        mine = set()
+        for name in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                st = os.fstat(int(name))
+                if (st.st_dev, st.st_ino) in theirs:
+                    mine.add(int(name))
+        return frozenset(mine)
+    except OSError:  # not Linux, or the parent's descriptors are not ours to read
+        return frozenset()
 
 
 def _saved_standard_streams() -> frozenset[int]:
