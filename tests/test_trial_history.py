@@ -357,7 +357,13 @@ TOKI_SCENARIOS = ["lww-at-RC", "lww-unguarded-at-RC", "evi-at-SI", "evi-at-RC", 
                   "lww-at-RC-with-reader"]
 
 
-@pytest.mark.parametrize("scenario", TOKI_SCENARIOS)
+def _tiered(scenarios: list[str], slow: set[str]) -> list:
+    """The scenarios as parameters, those in ``slow`` (several seconds each: three agents, or an
+    engine on PostgreSQL with a long run) in the slow tier."""
+    return [pytest.param(s, id=s, marks=pytest.mark.slow if s in slow else ()) for s in scenarios]
+
+
+@pytest.mark.parametrize("scenario", _tiered(TOKI_SCENARIOS, {"lww-at-RC-with-reader"}))
 def test_toki_write_path_serial_runs_and_interleavings_agree(tmp_path, scenario):
     from toki.engines.registry import load_engine
 
@@ -385,7 +391,7 @@ MEM0_SCENARIOS = ["add-same-fact", "add-same-fact-shared", "add-contradicting", 
                   "reported-linked-ids-p4", "reported-love-hate-empty-store"]
 
 
-@pytest.mark.parametrize("scenario", MEM0_SCENARIOS)
+@pytest.mark.parametrize("scenario", _tiered(MEM0_SCENARIOS, {"add-same-fact", "reported-linked-ids-p4"}))
 def test_mem0_serial_runs_and_interleavings_agree(tmp_path, scenario):
     pytest.importorskip("mem0")
     from toki.engines.registry import load_engine
@@ -408,7 +414,7 @@ LANGMEM_SCENARIOS = ["blind-put", "consolidation-vs-add", "ingestion-order", "do
                      "double-remember-and-recall"]
 
 
-@pytest.mark.parametrize("scenario", LANGMEM_SCENARIOS)
+@pytest.mark.parametrize("scenario", _tiered(LANGMEM_SCENARIOS, {"double-remember-and-recall"}))
 def test_langmem_serial_runs_and_interleavings_agree(tmp_path, scenario):
     pytest.importorskip("langmem")
     from toki.engines.registry import load_engine
@@ -449,8 +455,9 @@ def test_graphiti_serial_runs_and_interleavings_agree(tmp_path, scenario, engine
     _agree_and_find(load_engine(engine_name), scenario, tmp_path, 4, GRAPHITI_RACES, every=GRAPHITI_SCENARIOS)
 
 
+@pytest.mark.slow  # about 14 s: Graphiti's run on PostgreSQL
 def test_graphiti_duplicate_entity_agrees(tmp_path):
-    """The fast one: a serial run and one interleaving of new-entity-twice (Bob created twice)."""
+    """The smallest one: a serial run and one interleaving of new-entity-twice (Bob created twice)."""
     pytest.importorskip("graphiti_core")
     from toki.engines.registry import load_engine
     from toki.harness.controller import SerialChooser
