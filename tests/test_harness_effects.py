@@ -657,3 +657,34 @@ def test_the_file_a_parent_writes_its_output_to_is_output_here_too(tmp_path):
                              text=True, timeout=60, pass_fds=(other.fileno(),))
     fd, allowed = eval(out.stderr.strip().splitlines()[-1])  # noqa: S307
     assert fd not in allowed, out.stderr
+
+
+def test_a_socket_owner_noted_before_is_known_without_walking_the_heap_and_an_unnoted_one_is_still_found(
+        monkeypatch, tmp_path):
+    """The descriptor scan asks the owners it met before (sockets as they are made, psycopg's
+    handles as they connect) and walks every object only for a socket none of them owns."""
+    import gc
+
+    from toki.harness import effects
+
+    scan = effects.DescriptorScan(tmp_path)
+    noted, hidden = socket.socket(), socket.socket()
+    try:
+        effects.note_socket_owner(noted)
+        effects._socket_owners.discard(hidden)  # as if made before the audit hook was installed
+        walks = []
+        real = gc.get_objects
+        monkeypatch.setattr(gc, "get_objects", lambda *a: walks.append(1) or real(*a))
+        assert noted.fileno() in scan._known_sockets({noted.fileno()}) and walks == []
+        assert hidden.fileno() in scan._known_sockets({hidden.fileno()}) and walks == [1]
+        assert hidden.fileno() in scan._known_sockets({hidden.fileno()}) and walks == [1]  # met now
+        stray = socket.socket()
+        fd = stray.detach()  # a descriptor no Python object owns: still unknown after the walk
+        try:
+            assert fd not in scan._known_sockets({fd}) and walks == [1, 1]
+        finally:
+            import os
+            os.close(fd)
+    finally:
+        noted.close()
+        hidden.close()

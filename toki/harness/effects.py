@@ -38,6 +38,7 @@ import stat
 import struct
 import sys
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,10 @@ def _from_logging() -> bool:
 
 
 def _audit(event: str, args: tuple) -> None:
+    if event == "socket.__new__":
+        if args:
+            note_socket_owner(args[0])
+        return
     if _location is None:
         return
     if event == "open":
@@ -152,6 +157,34 @@ def _install_audit_hook() -> None:
     if not _hooked:
         sys.addaudithook(_audit)  # for the life of the process: audit hooks cannot be removed
         _hooked = True
+
+
+# -- owners of sockets watched elsewhere ---------------------------------------------------------
+
+# Python sockets (noted by the audit hook as they are made) and psycopg 3's libpq handles (noted by
+# pg_calls as they connect, or found by a scan): the descriptor scan asks them which socket
+# descriptors are accounted for before it walks every object of the process.
+_socket_owners: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def note_socket_owner(obj) -> None:
+    """Remember ``obj`` (a ``socket.socket`` or a psycopg 3 ``PGconn``) as owning the socket it
+    holds now or later; forgotten when it is collected."""
+    with contextlib.suppress(TypeError):  # an owner without weak references is found by the scan
+        _socket_owners.add(obj)
+
+
+def _owned_fds() -> set[int]:
+    fds: set[int] = set()
+    # A copy of the references taken in one C call: another thread may note an owner meanwhile.
+    for ref in _socket_owners.data.copy():
+        o = ref()
+        if o is None:
+            continue
+        with contextlib.suppress(Exception):
+            fds.add(o.fileno() if isinstance(o, socket.socket) else o.socket)
+    fds.discard(-1)
+    return fds
 
 
 # -- Python sockets (wrapped during a trial) ----------------------------------------------------
@@ -302,10 +335,17 @@ class DescriptorScan:
                 fds.add(stream.fileno())
         return fds | _saved_standard_streams() | _parents_output()
 
-    def _known_sockets(self) -> set[int]:
+    def _known_sockets(self, wanted: set[int]) -> set[int]:
         """Descriptors of sockets whose use is watched or granted elsewhere: psycopg 3
-        connections (every round trip a step) and Python socket objects (wrapped)."""
-        fds: set[int] = set()
+        connections (every round trip a step) and Python socket objects (wrapped).
+
+        The owners met before (noted at creation, or found by an earlier scan) are asked first;
+        only a descriptor none of them owns costs a walk over every object of the process (tens of
+        milliseconds in a process that imported an engine's dependencies, paid at each new socket
+        when every run opens its own connections)."""
+        fds = _owned_fds()
+        if wanted <= fds:
+            return fds
         # The libpq handle, not the Connection: a pool's connection mid-connect has only that.
         pq = sys.modules.get("psycopg.pq")
         pgconn: tuple = (pq.PGconn,) if pq is not None and hasattr(pq, "PGconn") else ()
@@ -313,13 +353,15 @@ class DescriptorScan:
             if isinstance(o, socket.socket):
                 with contextlib.suppress(Exception):
                     fds.add(o.fileno())
+                    note_socket_owner(o)
             elif pgconn and isinstance(o, pgconn):
                 with contextlib.suppress(Exception):
                     fds.add(o.socket)
+                    note_socket_owner(o)
         return fds
 
     def _classify(self, fresh: dict[str, int]) -> None:
-        known = self._known_sockets()
+        known = self._known_sockets(set(fresh.values()))
         for inode, fd in fresh.items():
             info = _socket_info(fd)
             if fd in known or info is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 
-from toki.harness import connect_watch
+from toki.harness import connect_watch, effects
 from toki.harness.controller import controlled, controlled_async
 from toki.harness.observers import DbSession, pg_where
 from toki.harness.sqlite_calls import database_footprint, describe_sql, sql_kind, statement_footprint, with_params
@@ -109,9 +109,11 @@ def _wrap_connect(orig):
     def connect(cls, *args, **kwargs):
         was = connect_watch.inside(True)
         try:
-            return func(cls, *args, **kwargs)
+            conn = func(cls, *args, **kwargs)
         finally:
             connect_watch.inside(was)
+        effects.note_socket_owner(conn.pgconn)  # its socket is a driver's the harness intercepts
+        return conn
     connect.__wrapped__ = func
     return classmethod(connect)
 
@@ -122,9 +124,11 @@ def _wrap_connect_async(orig):
     async def connect(cls, *args, **kwargs):
         was = connect_watch.inside(True)
         try:
-            return await func(cls, *args, **kwargs)
+            conn = await func(cls, *args, **kwargs)
         finally:
             connect_watch.inside(was)
+        effects.note_socket_owner(conn.pgconn)
+        return conn
     connect.__wrapped__ = func
     return classmethod(connect)
 
