@@ -11,6 +11,7 @@ import contextlib
 
 from toki.harness.controller import controlled
 from toki.harness.observers import DbSession, mysql_where
+from toki.harness.sql_dependence import my_after, my_statement, my_txn, set_my_query
 from toki.harness.sqlite_calls import database_footprint, describe_sql, sql_kind, statement_footprint, with_params
 from toki.harness.steps import StepKind
 
@@ -26,12 +27,23 @@ def _session(conn) -> DbSession | None:
         return None
 
 
-def _wrap_execute(orig):
+def _touches(conn, text: str, params, many: bool):
+    coarse = statement_footprint("my", text)
+    # finer where the statement, its transaction and the catalog show it (sql_dependence)
+    fine = my_statement(conn, text, params, many, coarse.tables)
+    return coarse if fine is None else fine
+
+
+def _wrap_execute(orig, many: bool = False):
     def execute(self, query, args=None):
         text = query.decode() if isinstance(query, bytes) else str(query)
-        return controlled(_KINDS[sql_kind(text)], with_params(describe_sql(text), args),
-                          lambda: orig(self, query, args), db=_session(self.connection),
-                          touches=statement_footprint("my", text))
+        conn = self.connection
+        touches = _touches(conn, text, args, many)
+        try:
+            return controlled(_KINDS[sql_kind(text)], with_params(describe_sql(text), args),
+                              lambda: orig(self, query, args), db=_session(conn), touches=touches)
+        finally:
+            my_after(conn)
     execute.__wrapped__ = orig
     return execute
 
@@ -40,15 +52,24 @@ def _wrap_query(orig):
     # What cursors send goes through query(): inside their step; called alone, a step of its own.
     def query(self, sql, *args, **kwargs):
         text = sql.decode(errors="replace") if isinstance(sql, bytes) else str(sql)
-        return controlled(_KINDS[sql_kind(text)], describe_sql(text), lambda: orig(self, sql, *args, **kwargs),
-                          db=_session(self), touches=statement_footprint("my", text))
+        touches = _touches(self, text, None, False)
+        try:
+            return controlled(_KINDS[sql_kind(text)], describe_sql(text), lambda: orig(self, sql, *args, **kwargs),
+                              db=_session(self), touches=touches)
+        finally:
+            my_after(self)
     query.__wrapped__ = orig
     return query
 
 
 def _wrap_txn(orig, kind: str):
     def call(self, *args, **kwargs):
-        return controlled(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self), touches=_DATABASE)
+        touches = my_txn(self, kind)
+        try:
+            return controlled(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self),
+                              touches=_DATABASE if touches is None else touches)
+        finally:
+            my_after(self)
     call.__wrapped__ = orig
     return call
 
@@ -65,7 +86,7 @@ def installed():
     for name in ("execute", "executemany"):
         orig = pymysql.cursors.Cursor.__dict__[name]
         saved.append((pymysql.cursors.Cursor, name, orig))
-        setattr(pymysql.cursors.Cursor, name, _wrap_execute(orig))
+        setattr(pymysql.cursors.Cursor, name, _wrap_execute(orig, many=name == "executemany"))
     for name in ("begin", "commit", "rollback"):
         orig = pymysql.connections.Connection.__dict__[name]
         saved.append((pymysql.connections.Connection, name, orig))
@@ -73,8 +94,10 @@ def installed():
     orig = pymysql.connections.Connection.__dict__["query"]
     saved.append((pymysql.connections.Connection, "query", orig))
     pymysql.connections.Connection.query = _wrap_query(orig)
+    set_my_query(orig)  # the probe of a session's transaction asks on the agent's connection, as no step
     try:
         yield
     finally:
+        set_my_query(None)
         for cls, name, orig in reversed(saved):
             setattr(cls, name, orig)

@@ -17,6 +17,7 @@ import contextlib
 from toki.harness import connect_watch, effects
 from toki.harness.controller import controlled, controlled_async
 from toki.harness.observers import DbSession, pg_where
+from toki.harness.sql_dependence import pg_after, pg_ending, pg_round_trip, pg_statement
 from toki.harness.sqlite_calls import database_footprint, describe_sql, sql_kind, statement_footprint, with_params
 from toki.harness.steps import Footprint, StepKind
 
@@ -43,34 +44,50 @@ def _session(conn) -> DbSession | None:
     return DbSession("postgresql", pid, pg_where(conn)) if pid else None
 
 
-def _detail(conn, query, args) -> tuple[StepKind, str, Footprint]:
+def _detail(conn, query, args, kwargs, many: bool) -> tuple[StepKind, str, Footprint]:
     text = _text(conn, query)
-    params = args[0] if args else None
-    return _KINDS[sql_kind(text)], with_params(describe_sql(text), params), statement_footprint("pg", text)
+    params = args[0] if args else kwargs.get("params_seq" if many else "params")
+    coarse = statement_footprint("pg", text)
+    # finer where the statement, its transaction and the catalog show it (sql_dependence)
+    fine = pg_statement(conn, text, params, many, coarse.tables)
+    return (_KINDS[sql_kind(text)], with_params(describe_sql(text), args[0] if args else None),
+            coarse if fine is None else fine)
 
 
-def _wrap_execute(orig):
+def _wrap_execute(orig, many: bool = False):
     def execute(self, query, *args, **kwargs):
         conn = getattr(self, "connection", self)
-        kind, detail, touches = _detail(conn, query, args)
-        return controlled(kind, detail, lambda: orig(self, query, *args, **kwargs), db=_session(conn), touches=touches)
+        kind, detail, touches = _detail(conn, query, args, kwargs, many)
+        try:
+            return controlled(kind, detail, lambda: orig(self, query, *args, **kwargs), db=_session(conn),
+                              touches=touches)
+        finally:
+            pg_after(conn)
     execute.__wrapped__ = orig
     return execute
 
 
-def _wrap_execute_async(orig):
+def _wrap_execute_async(orig, many: bool = False):
     async def execute(self, query, *args, **kwargs):
         conn = getattr(self, "connection", self)
-        kind, detail, touches = _detail(conn, query, args)
-        return await controlled_async(kind, detail, lambda: orig(self, query, *args, **kwargs), db=_session(conn),
-                                      touches=touches)
+        kind, detail, touches = _detail(conn, query, args, kwargs, many)
+        try:
+            return await controlled_async(kind, detail, lambda: orig(self, query, *args, **kwargs),
+                                          db=_session(conn), touches=touches)
+        finally:
+            pg_after(conn)
     execute.__wrapped__ = orig
     return execute
 
 
 def _wrap_txn(orig, kind: str):
     def call(self, *args, **kwargs):
-        return controlled(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self), touches=_DATABASE)
+        touches = pg_ending(self)
+        try:
+            return controlled(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self),
+                              touches=_DATABASE if touches is None else touches)
+        finally:
+            pg_after(self)
     call.__wrapped__ = orig
     return call
 
@@ -79,6 +96,7 @@ def _wrap_wait(orig):
     # Every round trip goes through wait(): execute's own is inside its step; what reaches here
     # alone (transaction() blocks' BEGIN/COMMIT, COPY, stream, pipeline syncs) is a step of its own.
     def wait(self, gen, *args, **kwargs):
+        pg_round_trip(self)  # (nothing when inside an execute's own step)
         return controlled(StepKind.PG_TXN, _ROUND_TRIP, lambda: orig(self, gen, *args, **kwargs), db=_session(self),
                           touches=_DATABASE)
     wait.__wrapped__ = orig
@@ -87,6 +105,7 @@ def _wrap_wait(orig):
 
 def _wrap_wait_async(orig):
     async def wait(self, gen, *args, **kwargs):
+        pg_round_trip(self)
         return await controlled_async(StepKind.PG_TXN, _ROUND_TRIP, lambda: orig(self, gen, *args, **kwargs),
                                       db=_session(self), touches=_DATABASE)
     wait.__wrapped__ = orig
@@ -95,8 +114,12 @@ def _wrap_wait_async(orig):
 
 def _wrap_txn_async(orig, kind: str):
     async def call(self, *args, **kwargs):
-        return await controlled_async(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self),
-                                      touches=_DATABASE)
+        touches = pg_ending(self)
+        try:
+            return await controlled_async(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self),
+                                          touches=_DATABASE if touches is None else touches)
+        finally:
+            pg_after(self)
     call.__wrapped__ = orig
     return call
 
@@ -144,7 +167,8 @@ def installed():
     for cur, conn, wrap, txn, wait in ((psycopg.Cursor, psycopg.Connection, _wrap_execute, _wrap_txn, _wrap_wait),
                                        (psycopg.AsyncCursor, psycopg.AsyncConnection, _wrap_execute_async,
                                         _wrap_txn_async, _wrap_wait_async)):
-        patches += [(cur, "execute", wrap), (cur, "executemany", wrap), (conn, "execute", wrap), (conn, "wait", wait)]
+        patches += [(cur, "execute", wrap), (cur, "executemany", lambda orig, wrap=wrap: wrap(orig, many=True)),
+                    (conn, "execute", wrap), (conn, "wait", wait)]
         patches += [(conn, name, lambda orig, name=name, txn=txn: txn(orig, name)) for name in ("commit", "rollback")]
     patches += [(psycopg.Connection, "connect", _wrap_connect), (psycopg.AsyncConnection, "connect", _wrap_connect_async)]
     saved = []
