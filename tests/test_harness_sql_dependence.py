@@ -548,17 +548,23 @@ PROGRAMS = {
         "B": [("update kv set v = v + 2 where id = %s", (1,)), ("update kv set v = v * 10 where id = %s", (1,))]}),
     # Two inserts with different primary keys and the same unique email: one of them fails.
     "unique": ("create table u (id int primary key, email text unique)", {
-        "A": ["insert into u values (1, 'x')", "select count(*) from u"],
-        "B": ["insert into u values (2, 'x')", "select count(*) from u"]}),
-    # R at REPEATABLE READ reads a first, then b: what it sees of b is fixed at its first read.
+        "A": ["insert into u (id, email) values (1, 'x')"],
+        "B": ["insert into u (id, email) values (2, 'x')"]}),
+    # R reads b, then at REPEATABLE READ a and b again: what its transaction sees of b is fixed by
+    # its first read, of a. W's update between R's first read of b and that one is the only way
+    # to see b old, then new.
     "repeatable-read": (TWO_TABLES, {
-        "R": ["begin isolation level repeatable read", "select v from a", "select v from b", "commit"],
+        "R": ["select v from b", "begin isolation level repeatable read", "select v from a", "select v from b",
+              "commit"],
         "W": ["update b set v = v + 1 where id = 1"]}),
-    # Write skew across two tables at SERIALIZABLE: SSI aborts one when they overlap.
-    "serializable": ("create table x (id int primary key);\ncreate table y (id int primary key)", {
-        "A": ["begin isolation level serializable", "select count(*) from x", "insert into y values (1)", "commit"],
-        "B": ["begin isolation level serializable", "select count(*) from y", "insert into x values (1)",
-              "commit"]}),
+    # Write skew at SERIALIZABLE over keys no statement of the other touches: SSI's predicate
+    # locks (on index pages) abort one when the two overlap, and the commit order decides which.
+    "serializable": ("create table x (id int primary key, v int);\ncreate table y (id int primary key, v int);\n"
+                     "insert into x values (1, 0);\ninsert into y values (1, 0)", {
+                         "A": ["begin isolation level serializable", "select v from x where id = 1",
+                               "insert into y (id, v) values (2, 0)", "commit"],
+                         "B": ["begin isolation level serializable", "select v from y where id = 1",
+                               "insert into x (id, v) values (2, 0)", "commit"]}),
 }
 
 
