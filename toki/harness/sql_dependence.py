@@ -1006,6 +1006,17 @@ def _read_catalog(family: str, where, db: str | None) -> Catalog | None:
 
 
 def _open(family: str, where, db):
+    from toki.harness import connect_watch
+
+    # the kernel's watch would take this connect, made on an agent's thread, for the agent's own
+    was = connect_watch.inside(True)
+    try:
+        return _connect(family, where, db)
+    finally:
+        connect_watch.inside(was)
+
+
+def _connect(family: str, where, db):
     if family == "pg":
         import psycopg
 
@@ -1307,7 +1318,10 @@ def _my_probe(st: _Conn) -> bool | None:
         if _my_query is None or (result is not None and getattr(result, "unbuffered_active", False)):
             return None
         var = "tx_isolation" if "mariadb" in str(conn.get_server_info()).lower() else "transaction_isolation"
-        _my_query(conn, f"select @@in_transaction, @@session.{var}, database()")
+        from toki.harness.controller import uncontrolled
+
+        with uncontrolled():  # the harness's own question, no effect of the agent's
+            _my_query(conn, f"select @@in_transaction, @@session.{var}, database()")
         (in_txn, level, db), = conn._result.rows
     except Exception:  # noqa: BLE001 - not known: the whole database
         return None
