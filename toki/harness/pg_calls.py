@@ -44,9 +44,9 @@ def _session(conn) -> DbSession | None:
     return DbSession("postgresql", pid, pg_where(conn)) if pid else None
 
 
-def _detail(conn, query, args, kwargs, many: bool) -> tuple[StepKind, str, Footprint]:
+def _detail(conn, query, args, kwargs=None, many: bool = False) -> tuple[StepKind, str, Footprint]:
     text = _text(conn, query)
-    params = args[0] if args else kwargs.get("params_seq" if many else "params")
+    params = args[0] if args else (kwargs or {}).get("params_seq" if many else "params")
     coarse = statement_footprint("pg", text)
     # finer where the statement, its transaction and the catalog show it (sql_dependence)
     fine = pg_statement(conn, text, params, many, coarse.tables)

@@ -878,6 +878,7 @@ class _Run:
     conns: dict = field(default_factory=dict)
     # what each name used so far resolved to, per catalog: all a footprint read of the catalog
     resolved: dict = field(default_factory=dict)
+    agents: set = field(default_factory=set)  # the agents whose steps got a footprint from here
 
 
 _runs: "weakref.WeakKeyDictionary[object, _Run]" = weakref.WeakKeyDictionary()
@@ -886,15 +887,16 @@ _catalog_conns: dict = {}  # where -> the harness's own connection, kept across 
 
 def _here():
     """(controller, run state) when the calling thread makes an agent's step now; else None."""
-    from toki.harness.controller import _in_call, current_agent
+    from toki.harness.controller import acting_outside_call
 
-    me = current_agent()
-    if me is None or _in_call.get() or not FINER:
+    me = acting_outside_call() if FINER else None
+    if me is None:  # not an agent's step of its own (a driver call inside one, the harness's own)
         return None
     ctl = me[0]
     run = _runs.get(ctl)
     if run is None:
         run = _runs[ctl] = _Run()
+    run.agents.add(me[1].name)
     return ctl, run
 
 
@@ -1249,10 +1251,10 @@ def pg_after(conn) -> None:
 
 
 def _here_after():
-    from toki.harness.controller import _in_call, current_agent
+    from toki.harness.controller import acting_outside_call
 
-    me = current_agent()
-    if me is None or _in_call.get():
+    me = acting_outside_call()
+    if me is None:
         return None
     run = _runs.get(me[0])
     return None if run is None else (me[0], run)
@@ -1272,12 +1274,11 @@ def _recheck(ctl, run: _Run, family: str, where, db) -> None:
             new.find(name, path, family) == t for (name, path), t in used.items()):
         run.resolved[id(new)] = used
         return
-    me = None
     from toki.harness.controller import Unverifiable, current_agent
 
     got = current_agent()
     me = got[1].name if got else None
-    for name in getattr(ctl, "_agents", {}):
+    for name in sorted(run.agents):
         if name == me:
             continue
         rec = ctl.pending_step(name)
