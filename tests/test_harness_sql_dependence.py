@@ -583,16 +583,15 @@ def test_the_reduced_search_reaches_every_outcome_of_the_full_one_on_postgresql(
 
 @pytest.mark.db
 def test_statements_on_unlinked_tables_commute():
-    """A and B write different tables, R reads A's twice: fewer interleavings than with every
-    statement the whole database, the same outcomes."""
+    """A and B write different tables: fewer interleavings than with every statement the whole
+    database, the same outcomes (the three-agent program, with R reading a, is in the slow tier)."""
     name = "unlinked"
     ddl, agents = PROGRAMS[name]
-    agents = {"A": agents["A"], "B": agents["B"][:1], "R": agents["R"][:1]}
+    agents = {"A": agents["A"], "B": agents["B"][:1]}
     make = _make(name, ddl, agents)
     fine = _everything(make, name, 2)
     coarse = _coarse(make)(name, 2)
-    full = _everything(make, name, 2, reduce=False)
-    assert fine.complete and coarse.complete and fine.outcomes == coarse.outcomes == full.outcomes
+    assert fine.complete and coarse.complete and fine.outcomes == coarse.outcomes
     assert fine.explored < coarse.explored, (fine.explored, coarse.explored)
 
 
