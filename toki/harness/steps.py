@@ -22,8 +22,16 @@ write lock, reads and writes touch only the data, so another connection's ``BEGI
 commutes with them; a commit gives the lock back (:attr:`Footprint.releases`). Tables do not
 make two statements commute (SQLite locks the whole file; triggers and foreign keys touch tables
 the text does not name): the tables a statement names travel as a hint (:attr:`Footprint.tables`)
-that conflicts do not read, and that the search's races-first probes use. PostgreSQL and MariaDB
-statements touch the whole database of their driver family.
+that conflicts do not read, and that the search's races-first probes use.
+
+PostgreSQL and MariaDB statements touch what :mod:`toki.harness.sql_dependence` establishes from
+the statement's text, its transaction (its isolation level, asked of the session) and the
+database's catalog: ``("pg", g)`` a group of tables that foreign keys, inheritance or a shared
+sequence link, ``("pg", g, k)`` one key of a table's only unique index (PostgreSQL at READ
+COMMITTED and REPEATABLE READ), and ``("pg",)`` (``("my",)``) the whole database for anything not
+established: a SERIALIZABLE transaction, a table with a trigger, rule or row-level security, a
+statement it does not take apart, DDL. The statement that takes a REPEATABLE READ snapshot also
+reads the whole database; a commit writes what its transaction wrote.
 """
 
 from __future__ import annotations
