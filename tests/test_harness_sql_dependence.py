@@ -143,7 +143,9 @@ def _footprint(text, params=None, *, catalog=None, path=("public",), level="read
     st = dep._Conn(None, path=path, known=True, default=level)
     txn = dep._Txn(level, block, snapshot=snapshot)
     parsed = parse(text, family, params is not None)
-    return dep._plain(family, run, st, txn, parsed, params, catalog, False, frozenset()), txn
+    fp = dep._plain(family, run, st, txn, parsed, params, catalog, False, frozenset())
+    dep._took(st, True)  # it ran
+    return fp, txn
 
 
 def _cat(**tables) -> Catalog:
@@ -237,6 +239,10 @@ def test_repeatable_read_snapshot_and_serializable():
     cat = _cat(free=FREE, kv=KV)
     first, txn = _footprint("select * from free", catalog=cat, level="repeatable read", block=True)
     assert ("pg",) in first.reads and txn.snapshot
+    run, st, txn = dep._Run(), dep._Conn(None, path=("public",), known=True), dep._Txn("repeatable read", True)
+    dep._plain("pg", run, st, txn, parse("select * from free", "pg", False), None, cat, False, frozenset())
+    dep._took(st, False)  # failed (a parse error takes no snapshot): the next statement still reads everything
+    assert not txn.snapshot
     later, _ = _footprint("select * from free", catalog=cat, level="repeatable read", block=True, snapshot=True)
     assert ("pg",) not in later.reads
     alone, _ = _footprint("select * from free", catalog=cat, level="repeatable read")
@@ -269,9 +275,12 @@ def test_mariadb_read_view_and_no_keys():
     st = dep._Conn(None, path=("db",), known=True, default="repeatable read")
     txn = dep._Txn("repeatable read", True)
 
-    def fp(text):
-        return dep._plain("my", run, st, txn, parse(text, "my", False), None, cat, False, frozenset())
+    def fp(text, ok=True):
+        got = dep._plain("my", run, st, txn, parse(text, "my", False), None, cat, False, frozenset())
+        dep._took(st, ok)
+        return got
     locking = fp("select * from kv where id = 5 for update")
+    assert ("my",) in fp("select * from free", ok=False).reads  # failed: made no read view
     assert ("my",) in locking.reads and locking.writes == {("my", "t0")}  # no key: InnoDB locks the gap
     assert ("my",) in fp("select * from free").reads  # the first consistent read makes the read view
     assert ("my",) not in fp("select * from kv").reads

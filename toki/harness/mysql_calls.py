@@ -39,11 +39,14 @@ def _wrap_execute(orig, many: bool = False):
         text = query.decode() if isinstance(query, bytes) else str(query)
         conn = self.connection
         touches = _touches(conn, text, args, many)
+        ok = False
         try:
-            return controlled(_KINDS[sql_kind(text)], with_params(describe_sql(text), args),
-                              lambda: orig(self, query, args), db=_session(conn), touches=touches)
+            result = controlled(_KINDS[sql_kind(text)], with_params(describe_sql(text), args),
+                                lambda: orig(self, query, args), db=_session(conn), touches=touches)
+            ok = True
+            return result
         finally:
-            my_after(conn)
+            my_after(conn, ok)
     execute.__wrapped__ = orig
     return execute
 
@@ -53,11 +56,14 @@ def _wrap_query(orig):
     def query(self, sql, *args, **kwargs):
         text = sql.decode(errors="replace") if isinstance(sql, bytes) else str(sql)
         touches = _touches(self, text, None, False)
+        ok = False
         try:
-            return controlled(_KINDS[sql_kind(text)], describe_sql(text), lambda: orig(self, sql, *args, **kwargs),
-                              db=_session(self), touches=touches)
+            result = controlled(_KINDS[sql_kind(text)], describe_sql(text), lambda: orig(self, sql, *args, **kwargs),
+                                db=_session(self), touches=touches)
+            ok = True
+            return result
         finally:
-            my_after(self)
+            my_after(self, ok)
     query.__wrapped__ = orig
     return query
 
@@ -65,11 +71,14 @@ def _wrap_query(orig):
 def _wrap_txn(orig, kind: str):
     def call(self, *args, **kwargs):
         touches = my_txn(self, kind)
+        ok = False
         try:
-            return controlled(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self),
-                              touches=_DATABASE if touches is None else touches)
+            result = controlled(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self),
+                                touches=_DATABASE if touches is None else touches)
+            ok = True
+            return result
         finally:
-            my_after(self)
+            my_after(self, ok)
     call.__wrapped__ = orig
     return call
 

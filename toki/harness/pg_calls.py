@@ -58,11 +58,14 @@ def _wrap_execute(orig, many: bool = False):
     def execute(self, query, *args, **kwargs):
         conn = getattr(self, "connection", self)
         kind, detail, touches = _detail(conn, query, args, kwargs, many)
+        ok = False
         try:
-            return controlled(kind, detail, lambda: orig(self, query, *args, **kwargs), db=_session(conn),
-                              touches=touches)
+            result = controlled(kind, detail, lambda: orig(self, query, *args, **kwargs), db=_session(conn),
+                                touches=touches)
+            ok = True
+            return result
         finally:
-            pg_after(conn)
+            pg_after(conn, ok)
     execute.__wrapped__ = orig
     return execute
 
@@ -71,11 +74,14 @@ def _wrap_execute_async(orig, many: bool = False):
     async def execute(self, query, *args, **kwargs):
         conn = getattr(self, "connection", self)
         kind, detail, touches = _detail(conn, query, args, kwargs, many)
+        ok = False
         try:
-            return await controlled_async(kind, detail, lambda: orig(self, query, *args, **kwargs),
-                                          db=_session(conn), touches=touches)
+            result = await controlled_async(kind, detail, lambda: orig(self, query, *args, **kwargs),
+                                            db=_session(conn), touches=touches)
+            ok = True
+            return result
         finally:
-            pg_after(conn)
+            pg_after(conn, ok)
     execute.__wrapped__ = orig
     return execute
 
@@ -83,11 +89,14 @@ def _wrap_execute_async(orig, many: bool = False):
 def _wrap_txn(orig, kind: str):
     def call(self, *args, **kwargs):
         touches = pg_ending(self)
+        ok = False
         try:
-            return controlled(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self),
-                              touches=_DATABASE if touches is None else touches)
+            result = controlled(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self),
+                                touches=_DATABASE if touches is None else touches)
+            ok = True
+            return result
         finally:
-            pg_after(self)
+            pg_after(self, ok)
     call.__wrapped__ = orig
     return call
 
@@ -115,11 +124,14 @@ def _wrap_wait_async(orig):
 def _wrap_txn_async(orig, kind: str):
     async def call(self, *args, **kwargs):
         touches = pg_ending(self)
+        ok = False
         try:
-            return await controlled_async(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self),
-                                          touches=_DATABASE if touches is None else touches)
+            result = await controlled_async(_KINDS[kind], kind, lambda: orig(self, *args, **kwargs), db=_session(self),
+                                            touches=_DATABASE if touches is None else touches)
+            ok = True
+            return result
         finally:
-            pg_after(self)
+            pg_after(self, ok)
     call.__wrapped__ = orig
     return call
 

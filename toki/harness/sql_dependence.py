@@ -867,6 +867,7 @@ class _Conn:
     known: bool = False  # path and default level read from the session
     default: str | None = None  # the session's default level
     view: bool = False  # MariaDB: a consistent read ran in this transaction
+    taking: object = None  # the snapshot (read view) the statement under way takes, once it succeeds
     lost: bool = False  # MariaDB: SET TRANSACTION (for the next transaction) was sent: levels not known
     recheck: bool = False  # DDL may have run: read the catalog again once the transaction is over
 
@@ -1116,8 +1117,8 @@ def _plain(family: str, run: _Run, st: _Conn, txn: _Txn, parsed: Parsed, params,
            hint) -> Footprint | None:
     """A SELECT, INSERT, UPDATE or DELETE in ``txn`` (its own when autocommitted)."""
     first = txn.block and not txn.snapshot
-    if family == "pg" and parsed.kind in _SNAPSHOT_TAKERS:
-        txn.snapshot = True
+    if family == "pg" and parsed.kind in _SNAPSHOT_TAKERS and not txn.snapshot:
+        st.taking = txn  # taken once it has run (a statement that fails in parsing takes none)
     if not _fine(txn) or not st.known:
         txn.coarse = True
         return None
@@ -1132,7 +1133,7 @@ def _plain(family: str, run: _Run, st: _Conn, txn: _Txn, parsed: Parsed, params,
     elif txn.block and txn.level == "repeatable read" and not st.view:
         reads |= {(family,)}  # InnoDB's read view: made by the first consistent read
         if parsed.consistent and parsed.tables:
-            st.view = True
+            st.taking = "view"
     txn.written |= writes
     return Footprint(reads=reads, writes=writes, tables=hint)
 
@@ -1192,8 +1193,7 @@ def pg_statement(conn, text: str, params, many: bool, hint) -> Footprint | None:
             txn.level = parsed.level
         return _NOTHING if _fine(txn) else None
     if kind in ("set", "other"):
-        txn.coarse = True
-        txn.snapshot = txn.snapshot or kind == "other"
+        txn.coarse = True  # (a coarse transaction needs no snapshot kept)
         txn.ddl |= parsed.ddl
         if parsed.session or kind == "set":
             st.known = False
@@ -1232,8 +1232,18 @@ def pg_round_trip(conn) -> None:
     st.recheck = True  # COPY or a pipeline may have carried DDL
 
 
-def pg_after(conn) -> None:
-    """After a statement or an end: read the catalog again where DDL may have changed it."""
+def _took(st: _Conn, ok: bool) -> None:
+    if st.taking is not None and ok:
+        if st.taking == "view":
+            st.view = True
+        else:
+            st.taking.snapshot = True
+    st.taking = None
+
+
+def pg_after(conn, ok: bool) -> None:
+    """After a statement or an end (``ok``: it succeeded): its snapshot is taken; read the
+    catalog again where DDL may have changed it."""
     here = _here_after()
     if here is None:
         return
@@ -1241,6 +1251,7 @@ def pg_after(conn) -> None:
     st = run.conns.get(id(conn))
     if st is None or st.conn is not conn:
         return
+    _took(st, ok)
     try:
         status = int(conn.pgconn.transaction_status)
     except Exception:  # noqa: BLE001
@@ -1400,15 +1411,18 @@ def _my(run: _Run, st: _Conn, parsed: Parsed, kind: str, params, many: bool, hin
     return _plain("my", run, st, txn, parsed, params, _catalog(run, "my", _my_where(conn), st.path[0]), many, hint)
 
 
-def my_after(conn) -> None:
-    """After a statement or an end: read the catalog again where DDL may have changed it (DDL
-    commits implicitly in MariaDB: at once)."""
+def my_after(conn, ok: bool) -> None:
+    """After a statement or an end (``ok``: it succeeded): its read view is made; read the
+    catalog again where DDL may have changed it (DDL commits implicitly in MariaDB: at once)."""
     here = _here_after()
     if here is None:
         return
     ctl, run = here
     st = run.conns.get(id(conn))
-    if st is None or st.conn is not conn or not st.recheck or not st.path:
+    if st is None or st.conn is not conn:
+        return
+    _took(st, ok)
+    if not st.recheck or not st.path:
         return
     st.recheck = False
     _recheck(ctl, run, "my", _my_where(conn), st.path[0])
