@@ -605,7 +605,6 @@ def test_statements_on_unlinked_tables_commute():
 
 
 @pytest.mark.db
-@pytest.mark.slow
 def test_different_keys_commute_and_the_same_key_does_not():
     ddl, agents = PROGRAMS["different-keys"]
     agents = {"A": agents["A"], "B": agents["B"]}
