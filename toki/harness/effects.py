@@ -441,7 +441,10 @@ class DescriptorScan:
         # every 64th scan besides (a C library that opens, maps and closes within one window).
         # Files under the folder are the folder fingerprint's: only descriptors elsewhere count.
         self._scans += 1
-        elsewhere = frozenset(link for _, link in links if not link.startswith(self.root + os.sep))
+        # Sockets, pipes and event descriptors map no file: a run's new connections change nothing here
+        # (and reading the maps of a process that loaded an engine's libraries takes milliseconds).
+        elsewhere = frozenset(link for _, link in links
+                              if not link.startswith((self.root + os.sep, "socket:[", "pipe:[", "anon_inode:")))
         if elsewhere != self._maps_key or self._scans % 64 == 0:
             self._maps_key, self._maps = elsewhere, _shared_maps()
         for path in self._maps:

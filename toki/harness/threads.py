@@ -394,6 +394,20 @@ def _swap_free_locks(names: dict, where: str) -> list[tuple[dict, str, Any]]:
     return swapped
 
 
+_homes: dict[str, tuple[int, tuple[str, ...]]] = {}  # package -> (len(sys.modules) then, its engine modules)
+
+
+def _home_modules(home: str) -> tuple[str, ...]:
+    """The engine-code modules of the package ``home``, found again only when modules were imported
+    since (every trial asks; a process that imported an engine's dependencies has thousands)."""
+    n = len(sys.modules)
+    hit = _homes.get(home)
+    if hit is None or hit[0] != n:
+        names = tuple(name for name in sys.modules.copy() if name.partition(".")[0] == home and _engine_code(name))
+        _homes[home] = hit = (n, names)
+    return hit[1]
+
+
 @contextlib.contextmanager
 def locks_swapped(*roots: Any, depth: int = 3):
     """Locks the engine made before the trial (at the import of its modules, in the plug-in's
@@ -407,8 +421,9 @@ def locks_swapped(*roots: Any, depth: int = 3):
     recognised as waiting outside any call, and the run is unverifiable, as before."""
     swapped: list[tuple[Any, str, Any]] = []  # (dict or object, name, real lock)
     home = (getattr(type(roots[0]), "__module__", None) or "").partition(".")[0] if roots else ""
-    for name, mod in sys.modules.copy().items():
-        if not home or name.partition(".")[0] != home or not _engine_code(name) or mod is None:
+    for name in _home_modules(home) if home else ():
+        mod = sys.modules.get(name)
+        if mod is None:
             continue
         g = getattr(mod, "__dict__", None)
         if isinstance(g, dict):
