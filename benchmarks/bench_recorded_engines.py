@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 import tempfile
 import time
@@ -41,6 +43,10 @@ CONFIGS: dict[str, tuple[str | None, str | None, str, bool]] = {
     "toki-evi-rc": (None, "toki.engines.toki_engine:recorded_evi_rc", "evi one level below its precondition (RC)",
                     False),
     "langmem-postgres": ("langmem-postgres", None, "LangMem's manager, enable_deletes (no fixed variant)", False),
+    "mem0": ("mem0", None, "mem0 2.x's Memory.add, ADD-only (no fixed variant)", False),
+    "sodamem": ("sodamem", None, "SodaMem's unmodified ingest on one SQLite file", False),
+    "sodamem-fixed": ("sodamem-fixed", None, "SodaMem with each ingest inside one BEGIN IMMEDIATE (the wrapper fix)",
+                      True),
 }
 
 
@@ -80,11 +86,36 @@ def run(name: str, args) -> dict:
     engine, module, variant, fixed = CONFIGS[name]
     out = Path(args.dir) / f"{name}-{int(time.time())}.jsonl"
     per_client = max(1, args.total // (args.processes * args.clients)) if args.total else args.ops
+    store = ""
+    if args.store_dir:  # the engine's store (a SQLite file) here, e.g. on a tmpfs: no fsync per commit
+        Path(args.store_dir).mkdir(parents=True, exist_ok=True)
+        store = tempfile.mkdtemp(dir=args.store_dir, prefix=f"toki-record-{name}-")
     plan = Plan(engine=engine, module=module, out=str(out), processes=args.processes, clients=args.clients,
-                ops=per_client, mix=parse_mix(args.mix), seed=args.seed, slots=args.slots, dsn=args.dsn)
+                ops=per_client, duration=args.duration, mix=parse_mix(args.mix), seed=args.seed, slots=args.slots,
+                dsn=args.dsn, store=store)
+    loads: list[float] = []
     t0 = time.perf_counter()
-    summary = record(plan)
+    last = [t0]
+    counter = Path(str(out) + ".index")
+
+    def progress() -> None:  # every --progress seconds: lines written so far, the load average
+        now = time.perf_counter()
+        if now - last[0] < args.progress:
+            return
+        last[0] = now
+        loads.append(os.getloadavg()[0])
+        try:
+            lines = int(counter.read_bytes()[:32] or 0)
+        except (OSError, ValueError):
+            lines = 0
+        print(f"  {name}: {now - t0:7.0f} s  {lines:>8d} lines (~{lines // 2} ops)  "
+              f"{lines / 2 / (now - t0):6.1f} ops/s  load {loads[-1]:.2f}", flush=True)
+
+    summary = record(plan, progress=progress)
     rec_s = time.perf_counter() - t0
+    loads.append(os.getloadavg()[0])
+    if store:
+        shutil.rmtree(store, ignore_errors=True)
     completed_at, n = {}, 0
     with open(out) as f:
         for line in f:
@@ -98,7 +129,10 @@ def run(name: str, args) -> dict:
     row = {"config": name, "engine": summary["engine"], "version": summary["version"], "variant": variant,
            "fixed": fixed, "processes": args.processes, "clients": args.clients, "slots": args.slots,
            "mix": args.mix, "seed": args.seed, "ops": n, "ops_by_type": summary["ops"],
-           "record_s": round(rec_s, 1), "check_s": round(check_s, 1), "valid": result["valid"],
+           "record_s": round(rec_s, 1), "ops_per_s": round(n / rec_s, 1) if rec_s else None,
+           "check_s": round(check_s, 1), "valid": result["valid"],
+           "load_avg_1min": {"min": min(loads), "max": max(loads), "mean": round(sum(loads) / len(loads), 2)},
+           "store_dir": args.store_dir or tempfile.gettempdir(), "duration_cap_s": args.duration,
            "anomalies": first_seen(result, completed_at), "errors": summary["errors"][:3],
            "history_bytes": out.stat().st_size}
     if not args.keep:
@@ -118,6 +152,12 @@ def main(argv=None) -> int:
     ap.add_argument("--mix", default="add=4,recall=2,history=1")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dsn", default=None)
+    ap.add_argument("--duration", type=float, default=None, metavar="S",
+                    help="stop recording after S seconds even if --ops/--total is not reached (then check what exists)")
+    ap.add_argument("--store-dir", default=None, metavar="DIR",
+                    help="where the engine's store folder goes (default: the temporary folder); /dev/shm puts a "
+                         "SQLite store on a tmpfs, where a commit's fsync costs nothing")
+    ap.add_argument("--progress", type=float, default=60.0, metavar="S", help="print progress every S seconds")
     ap.add_argument("--dir", default=None, help="where histories go (default: a temporary folder)")
     ap.add_argument("--keep", action="store_true", help="keep the histories")
     ap.add_argument("--json", default=None, metavar="PATH")
