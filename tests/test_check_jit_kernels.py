@@ -20,7 +20,11 @@ from toki.check.reading.history import APPEND, R
 
 # Compiled on first use, not at collection (each worker that collected would compile for half a
 # minute in a fresh clone), and by one worker: addopts' --dist worksteal keeps a file's tests together.
-pytestmark = pytest.mark.skipif(not accel.can_compile(), reason="numba is not installed or TOKI_JIT=never")
+# The compiled twins are checked against the numpy forms in the slow tier: compiling them costs a
+# fresh clone a minute of a test worker (numba caches the machine code afterwards), and below
+# accel.MIN_SIZE the checker never uses them, so the fast tier's checks run the numpy forms.
+pytestmark = [pytest.mark.skipif(not accel.can_compile(), reason="numba is not installed or TOKI_JIT=never"),
+              pytest.mark.slow]
 
 
 @pytest.fixture

@@ -19,7 +19,11 @@ from toki.check.reading import json_scan as jsonscan
 from toki.check.gen import generate, write_edn, write_json
 
 # Compiled on first use, not at collection, and by one worker (--dist worksteal keeps a file together).
-pytestmark = pytest.mark.skipif(not accel.can_compile(), reason="numba is not installed or TOKI_JIT=never")
+# The compiled twins are checked against the numpy forms in the slow tier: compiling them costs a
+# fresh clone a minute of a test worker (numba caches the machine code afterwards), and below
+# accel.MIN_SIZE the checker never uses them, so the fast tier's checks run the numpy forms.
+pytestmark = [pytest.mark.skipif(not accel.can_compile(), reason="numba is not installed or TOKI_JIT=never"),
+              pytest.mark.slow]
 
 
 def scan(text: bytes, jit: bool, monkeypatch, **kw):

@@ -41,7 +41,8 @@ def test_write_path_history_checks_as_elle_would(toki_server, guard):
         assert "serializable" in verdict["also_not"] or "serializable" in verdict["not"]
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "compiled"])
+# (the compiled passes in the slow tier: compiling them costs a fresh clone's worker seconds)
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["numpy", "compiled"])
 @pytest.mark.parametrize("shape", ["dense", "planted-far", "sparse", "int64-extremes", "edge-of-near"])
 def test_process_codes_are_np_unique_whatever_the_processes(monkeypatch, shape, compiled):
     """Processes (and sparse keys) are coded by counting the near ones and sorting the far ones,
