@@ -990,21 +990,43 @@ def _catalog(run: _Run, family: str, where, db: str | None = None) -> Catalog | 
     return cat
 
 
+_KEPT = 4  # catalog connections kept open at most (one per server and database in use)
+
+
+def _server(family: str, where, db) -> tuple:
+    """The server and database ``where`` reaches: connections that differ only in their options
+    (a search_path per trial) share one catalog connection."""
+    if family == "my":
+        return ("my", where.get("host"), where.get("port"), where.get("unix_socket"), where.get("user"), db)
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        d = conninfo_to_dict(where[0])
+    except Exception:  # noqa: BLE001 - kept apart by its whole string
+        return ("pg", where[0])
+    return ("pg", d.get("host"), d.get("hostaddr"), d.get("port"), d.get("user"), d.get("dbname"))
+
+
 def _read_catalog(family: str, where, db: str | None) -> Catalog | None:
     from toki.harness.controller import uncontrolled
 
-    key = (family, repr(where), db)
+    key = _server(family, where, db)
     with uncontrolled():
         for attempt in (0, 1):
-            conn = _catalog_conns.get(key)
+            conn = _catalog_conns.pop(key, None)
             try:
                 if conn is None:
-                    conn = _catalog_conns[key] = _open(family, where, db)
-                return read_pg_catalog(conn) if family == "pg" else read_my_catalog(conn, db)
+                    conn = _open(family, where, db)
+                cat = read_pg_catalog(conn) if family == "pg" else read_my_catalog(conn, db)
             except Exception:  # noqa: BLE001 - a dead connection: once more on a new one, then not known
-                _catalog_conns.pop(key, None)
                 with contextlib.suppress(Exception):
                     conn.close()
+                continue
+            _catalog_conns[key] = conn  # the most recently used last
+            while len(_catalog_conns) > _KEPT:
+                with contextlib.suppress(Exception):
+                    _catalog_conns.pop(next(iter(_catalog_conns))).close()
+            return cat
     return None
 
 
