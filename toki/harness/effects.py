@@ -319,6 +319,7 @@ class DescriptorScan:
         self._scans = 0
         self._syscw: int | None = None
         self._files: dict[str, Any] = {}
+        self._links: dict[int, tuple[tuple[int, int], str]] = {}  # descriptor -> (what it stood for, its link)
 
     def _allowed_fds(self) -> set[int]:
         fds = {0, 1, 2}
@@ -382,7 +383,7 @@ class DescriptorScan:
         out: dict[str, Any] = {}
         files: dict[str, Any] = {}
         fresh: dict[str, int] = {}
-        links: list[tuple[int, str]] = []
+        links: list[tuple[int, str, os.stat_result]] = []
         try:
             names = os.listdir("/proc/self/fd")
         except OSError:
@@ -395,13 +396,26 @@ class DescriptorScan:
             fd = int(name)
             if fd in allowed:
                 continue
-            link = _fd_path(fd)
-            links.append((fd, link))
+            # What a descriptor names is read again only when it stands for another file or socket
+            # than at the last scan: fstat is one system call on the descriptor, reading the link a
+            # path walk through /proc, and a serial run scans at every step.
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                continue  # closed since the listing
+            ident = (st.st_dev, st.st_ino)
+            hit = self._links.get(fd)
+            if hit is not None and hit[0] == ident:
+                link = hit[1]
+            else:
+                link = _fd_path(fd)
+                self._links[fd] = (ident, link)
+            links.append((fd, link, st))
             if link.startswith("socket:[") and link not in self._kind:
                 fresh[link] = fd
         if fresh:
             self._classify(fresh)
-        for fd, link in links:
+        for fd, link, st in links:
             if link.startswith("socket:["):
                 kind = self._kind.get(link)
                 if kind == "tcp":
@@ -419,20 +433,20 @@ class DescriptorScan:
                 # Only a descriptor that can write: one open for reading changes nothing, and a
                 # thread of a host process (a Dask worker formatting a traceback) opens sources
                 # for reading at any moment.
+                if not stat.S_ISREG(st.st_mode):
+                    continue
                 try:
                     if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY:
                         continue
-                    st = os.fstat(fd)
                 except OSError:
                     continue
-                if stat.S_ISREG(st.st_mode):
-                    files[f"{link} (held open for writing outside the run's folder, descriptor {fd})"] = (st.st_size,
-                                                                                         st.st_mtime_ns)
+                files[f"{link} (held open for writing outside the run's folder, descriptor {fd})"] = (st.st_size,
+                                                                                     st.st_mtime_ns)
         # A file can change without this process writing it: a log that a parent process (pytest-xdist's
         # controller, a shell) writes through a descriptor this process inherited. The kernel counts
         # the process's write system calls (write, pwrite, writev; not send, not ftruncate): when
         # none was made since the last scan, a file held open here changed through someone else.
-        syscw = _write_calls()
+        syscw = _write_calls() if files else None  # (no file held open outside: nothing to carry over)
         if syscw is not None and syscw == self._syscw:
             files.update((k, self._files[k]) for k in files.keys() & self._files.keys())
         self._syscw, self._files = syscw, files
@@ -443,7 +457,7 @@ class DescriptorScan:
         self._scans += 1
         # Sockets, pipes and event descriptors map no file: a run's new connections change nothing here
         # (and reading the maps of a process that loaded an engine's libraries takes milliseconds).
-        elsewhere = frozenset(link for _, link in links
+        elsewhere = frozenset(link for _, link, _ in links
                               if not link.startswith((self.root + os.sep, "socket:[", "pipe:[", "anon_inode:")))
         if elsewhere != self._maps_key or self._scans % 64 == 0:
             self._maps_key, self._maps = elsewhere, _shared_maps()
