@@ -364,8 +364,9 @@ class _Program:
     def __init__(self, name: str, ddl: str, agents: dict[str, list], family: str = "pg"):
         self.name, self.programs, self.family = f"toy-sql-{name}", agents, family
         parts = [p for p in ddl.split(";\n") if p.strip()]
-        self.create = [p for p in parts if not p.lstrip().lower().startswith("insert")]
-        self.seed = [p for p in parts if p.lstrip().lower().startswith("insert")]
+        every = ("insert", "drop")  # run for every trial (the rest once)
+        self.create = [p for p in parts if not p.lstrip().lower().startswith(every)]
+        self.seed = [p for p in parts if p.lstrip().lower().startswith(every)]
         self.schema = f"tkdep_{_SAFE.sub('_', name)}_{uuid.uuid4().hex[:6]}"
         self.dsn: str | None = None
         self.made = False
@@ -612,6 +613,25 @@ def test_different_keys_commute_and_the_same_key_does_not():
     ddl, agents = PROGRAMS["same-key"]
     same = _everything(_make("same-key", ddl, agents), "same-key", 2)
     assert diff.complete and same.complete and diff.explored < same.explored, (diff.explored, same.explored)
+
+
+@pytest.mark.db
+def test_ddl_that_changes_a_waiting_statements_footprint_makes_the_run_unverifiable():
+    """A creates a trigger on items while B's insert into items waits with a footprint made
+    before it (no trigger: items alone): the catalog read again after A's DDL differs for a name
+    B's footprint used, so the run is unverifiable rather than judged on a footprint that no
+    longer holds."""
+    from toki.harness.controller import Unverifiable
+
+    name = "ddl"
+    ddl = ("create table items (x int);\ncreate table tally (n int);\n"
+           "create function count_it() returns trigger language plpgsql as "
+           "'begin update tally set n = n + 1; return new; end';\n"
+           "drop trigger if exists counted on items;\ninsert into tally values (0)")
+    agents = {"B": ["insert into items values (1)"],
+              "A": ["create trigger counted after insert on items for each row execute function count_it()"]}
+    with pytest.raises(Unverifiable, match="changed the database's catalog"):
+        _everything(_make(name, ddl, agents), name, 1, reduce=False)
 
 
 # -- MariaDB ---------------------------------------------------------------------------------------
