@@ -50,3 +50,28 @@ def test_a_short_sodamem_fixed_run_on_a_store_dir_is_checked_with_its_rate_and_l
     assert row["ops_per_s"] > 0 and row["load_avg_1min"]["max"] >= row["load_avg_1min"]["min"] >= 0
     assert row["store_dir"] == str(stores) and row["duration_cap_s"] == 120
     assert list(stores.iterdir()) == []  # the store is removed once recorded
+
+
+def test_an_add_does_not_claim_the_retraction_of_a_place_stored_after_it(tmp_path):
+    """Without the fix's transaction the read-back after an ingest can see a later ingest whose
+    place, dated earlier, lost at once to this one: that place's own op retracts it; this op
+    must not claim it too (two retractions of one claim, one before its add: a G0 the recorder
+    would make). Here serially: p7 (dated later) stored first, then p4 (dated earlier)."""
+    pytest.importorskip("sodamem")
+    from toki.engines.sodamem_engine import _perform, sodamem
+
+    eng = sodamem()
+    mem = eng.open(tmp_path)
+    try:
+        def ingest(claim, when):
+            return _perform(mem, ("ingest-recorded", "s0", f"I live in {claim} as of {when}.", claim))
+
+        assert ingest("s0=p7", "2026-05-02T10:00:00.000000+00:00") == []
+        assert ingest("s0=p4", "2026-05-01T10:00:00.000000+00:00") == ["s0=p4"]  # lost at once: its own op
+        # p7's read-back, run again now (as a racy add's read-back may run after p4's ingest)
+        from toki.engines.sodamem_engine import _superseded_by
+
+        assert _superseded_by(mem, "s0", "s0=p7") == []
+        assert ingest("s0=p9", "2026-05-03T10:00:00.000000+00:00") == ["s0=p7"]  # a later-dated add supersedes
+    finally:
+        eng.close(mem)

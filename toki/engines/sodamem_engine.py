@@ -319,14 +319,22 @@ class SodaMemClient:
 def _superseded_by(mem, slot: str, claim: str) -> list[str]:
     """The places the fact just made for ``claim`` superseded (its losers name it), and the claim
     itself when it lost at once to a fact stored before it (dated later: SodaMem orders by valid
-    time)."""
+    time).
+
+    Only losers stored before the new fact count: those its ingest closed. A loser stored after it
+    was closed by its own ingest (it lost at once, and its own op reports that); without the
+    fix's transaction around the call, this read-back can run after such a later ingest and would
+    otherwise claim the later op's retraction too (two ops retracting one claim, the second
+    before it was added: a G0 the recorder made, not SodaMem). Inside the fix's transaction no
+    fact stored after this one exists yet, so there this changes nothing."""
     facts = mem.store.get_all_fact_events(slot, active_only=False)  # in the order stored
     place = lambda f: (f.object_entity_ids or [""])[0]  # noqa: E731
     at = {f.fact_id: i for i, f in enumerate(facts)}
     mine = [f for f in facts if place(f) == claim.lower()]
     ids = {f.fact_id for f in mine}
     prov = lambda f: f.provenance if isinstance(f.provenance, dict) else {}  # noqa: E731
-    out = [place(f) for f in facts if prov(f).get("superseded_by_fact_id") in ids]
+    out = [place(f) for f in facts if prov(f).get("superseded_by_fact_id") in ids
+           and at[f.fact_id] < at[prov(f)["superseded_by_fact_id"]]]
     if any(at.get(prov(f).get("superseded_by_fact_id"), len(facts)) < at[f.fact_id] for f in mine):
         out.append(claim)
     return out
