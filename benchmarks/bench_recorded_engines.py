@@ -18,6 +18,14 @@ asserted: it is a measurement, and real concurrency decides what shows.
 Long recordings need more slots and fewer audit reads: a history read returns the slot's whole
 audit, so its size grows with the adds to the slot (at 10^5 ops over 2 slots, each audit read would
 hold tens of thousands of claims).
+
+SodaMem (one SQLite file shared by every worker) is recorded the same way; ``--store-dir /dev/shm``
+puts its store on a tmpfs, where a commit's fsync costs nothing (durability is not under test, and
+the racy variant commits about twelve times an ingest), and ``--duration`` caps a long run, after which
+what was recorded is checked (every op is in the history as soon as it completes)::
+
+    nice -n 19 .venv/bin/python benchmarks/bench_recorded_engines.py --only sodamem-fixed --total 100000 \\
+        --slots 100 --mix add=4,recall=3,history=1 --store-dir /dev/shm --duration 3900 --json PATH
 """
 
 from __future__ import annotations
