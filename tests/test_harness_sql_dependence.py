@@ -269,6 +269,37 @@ def test_an_end_writes_what_the_transaction_wrote():
     assert dep._ending(bad, "pg") is None
 
 
+def test_a_connection_two_agents_use_is_the_whole_database():
+    """A footprint is made from the session before its step is granted: a second agent on the same
+    connection could change that session first. Such a connection is the whole database from then
+    on, and a finer footprint of the other agent's still waiting makes the run unverifiable."""
+    from types import SimpleNamespace
+
+    from toki.harness.controller import Unverifiable
+
+    class Ctl:
+        stopped = None
+
+        def stop_with(self, err):
+            self.stopped = err
+    run, conn, ctl = dep._Run(), object(), Ctl()
+    dep._local.agent = SimpleNamespace(name="A")
+    st = dep._claim(ctl, run, conn)
+    assert st is not None and dep._issued(st, Footprint()) is not None and st.inflight == "A"
+    st.inflight = None  # A's statement ran
+    dep._local.agent = SimpleNamespace(name="B")
+    assert dep._claim(ctl, run, conn) is None  # shared now: the whole database
+    dep._local.agent = SimpleNamespace(name="A")
+    assert dep._claim(ctl, run, conn) is None
+    run2 = dep._Run()
+    dep._issued(dep._claim(ctl, run2, conn), Footprint())  # A's waits
+    dep._local.agent = SimpleNamespace(name="B")
+    with pytest.raises(Unverifiable, match="one database connection at once"):
+        dep._claim(ctl, run2, conn)
+    assert ctl.stopped is not None
+    dep._local.agent = None
+
+
 def test_mariadb_read_view_and_no_keys():
     cat = Catalog({("db", "kv"): Table("db.kv"), ("db", "free"): Table("db.free")})
     run = dep._Run()

@@ -872,6 +872,9 @@ class _Conn:
     taking: object = None  # the snapshot (read view) the statement under way takes, once it succeeds
     lost: bool = False  # MariaDB: SET TRANSACTION (for the next transaction) was sent: levels not known
     recheck: bool = False  # DDL may have run: read the catalog again once the transaction is over
+    owner: str | None = None  # the agent that used it first in the run
+    shared: bool = False  # another agent used it too: its session state is no one agent's to follow
+    inflight: str | None = None  # the agent whose finer footprint on it is not yet used up
 
 
 @dataclass
@@ -929,6 +932,37 @@ def _state(run: _Run, conn) -> _Conn:
     if got is None or got.conn is not conn:
         got = run.conns[id(conn)] = _Conn(conn)
     return got
+
+
+def _claim(ctl, run: _Run, conn) -> _Conn | None:
+    """The connection's state, for the calling agent; None when several agents use it. A
+    footprint is made before its step is granted, from the session as it is then: only the agent
+    that made it may change that session before it runs. A connection two agents use gets the
+    whole database from then on; if the other agent's statement on it waits with a finer
+    footprint, the run is unverifiable (that footprint may no longer hold)."""
+    st = _state(run, conn)
+    me = getattr(getattr(_local, "agent", None), "name", None)
+    if st.owner is None:
+        st.owner = me
+    elif st.owner != me:
+        st.shared = True
+    if not st.shared:
+        return st
+    if st.inflight is not None and st.inflight != me:
+        from toki.harness.controller import Unverifiable
+
+        err = Unverifiable(f"agents {st.inflight} and {me} use one database connection at once, and {st.inflight}'s "
+                           "statement waits with a footprint made from the session before "
+                           f"{me}'s statement, which may change it", fix="give each agent a connection of its own")
+        ctl.stop_with(err)
+        raise err
+    return None
+
+
+def _issued(st: _Conn, fp: Footprint | None) -> Footprint | None:
+    if fp is not None:  # (touching nothing is a claim too: a BEGIN's, that it changes nothing another sees)
+        st.inflight = st.owner
+    return fp
 
 
 def _name_of(run: _Run, kind: str, real) -> str:
@@ -1196,8 +1230,14 @@ def pg_statement(conn, text: str, params, many: bool, hint) -> Footprint | None:
     here = _here()
     if here is None:
         return None
-    _ctl, run = here
-    st = _state(run, conn)
+    ctl, run = here
+    st = _claim(ctl, run, conn)
+    if st is None:
+        return None
+    return _issued(st, _pg_statement(run, st, conn, text, params, many, hint))
+
+
+def _pg_statement(run: _Run, st: _Conn, conn, text: str, params, many: bool, hint) -> Footprint | None:
     try:
         pg = conn.pgconn
         status, pipeline = int(pg.transaction_status), int(pg.pipeline_status)
@@ -1257,15 +1297,17 @@ def pg_ending(conn) -> Footprint | None:
     here = _here()
     if here is None:
         return None
-    _ctl, run = here
-    st = _state(run, conn)
+    ctl, run = here
+    st = _claim(ctl, run, conn)
+    if st is None:
+        return None
     try:
         status = int(conn.pgconn.transaction_status)
     except Exception:  # noqa: BLE001
         return None
     if status == 0:
         return _NOTHING  # psycopg sends nothing
-    return None if st.txn is None else _ending(st.txn, "pg")
+    return None if st.txn is None else _issued(st, _ending(st.txn, "pg"))
 
 
 def pg_round_trip(conn) -> None:
@@ -1274,7 +1316,9 @@ def pg_round_trip(conn) -> None:
     here = _here()
     if here is None:
         return
-    st = _state(here[1], conn)
+    st = _claim(here[0], here[1], conn)
+    if st is None:
+        return
     if st.txn is None:
         st.txn = _Txn(None, True, coarse=True)
     else:
@@ -1302,6 +1346,7 @@ def pg_after(conn, ok: bool) -> None:
     if st is None or st.conn is not conn:
         return
     _took(st, ok)
+    st.inflight = None
     try:
         status = int(conn.pgconn.transaction_status)
     except Exception:  # noqa: BLE001
@@ -1400,10 +1445,12 @@ def my_statement(conn, text: str, params, many: bool, hint) -> Footprint | None:
     here = _here()
     if here is None:
         return None
-    _ctl, run = here
-    st = _state(run, conn)
+    ctl, run = here
+    st = _claim(ctl, run, conn)
+    if st is None:
+        return None
     parsed = parse(text, "my", params is not None)
-    return _my(run, st, parsed, parsed.kind, params, many, hint)
+    return _issued(st, _my(run, st, parsed, parsed.kind, params, many, hint))
 
 
 def my_txn(conn, kind: str) -> Footprint | None:
@@ -1411,8 +1458,10 @@ def my_txn(conn, kind: str) -> Footprint | None:
     here = _here()
     if here is None:
         return None
-    st = _state(here[1], conn)
-    return _my(here[1], st, Parsed(kind), kind, None, False, frozenset())
+    st = _claim(here[0], here[1], conn)
+    if st is None:
+        return None
+    return _issued(st, _my(here[1], st, Parsed(kind), kind, None, False, frozenset()))
 
 
 def _my(run: _Run, st: _Conn, parsed: Parsed, kind: str, params, many: bool, hint) -> Footprint | None:
@@ -1472,6 +1521,7 @@ def my_after(conn, ok: bool) -> None:
     if st is None or st.conn is not conn:
         return
     _took(st, ok)
+    st.inflight = None
     if not st.recheck or not st.path:
         return
     st.recheck = False
