@@ -46,6 +46,9 @@ database, as it fixes what every later read sees. A commit or rollback writes ev
 transaction wrote or locked. A round trip psycopg makes on its own (``transaction()``'s BEGIN and
 COMMIT, COPY, pipelines) is the whole database and leaves its transaction whole-database too.
 
+**One connection, one agent.** A footprint is made from the session before the step is granted;
+a connection a second agent uses in the run is the whole database from then on (:func:`_claim`).
+
 **DDL.** A statement that may change the catalog (DDL, a function not known to be pure, an
 unknown command) is the whole database; when it has run (or its transaction ended) the catalog
 is read again, and if what this module derives from it changed while another agent's statement
