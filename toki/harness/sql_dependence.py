@@ -621,51 +621,59 @@ def _assigned(body) -> list[str] | None:
     return out
 
 
-def _update(toks, words) -> Parsed:
-    i = 1
+def _target(toks, words, i: int):
+    """The table an UPDATE or DELETE names at ``i`` (after an optional ONLY), with the names its
+    WHERE may qualify columns by (the table's and its alias); None when not taken apart."""
     if i < len(words) and words[i] == "only":
         i += 1
     name, i = _name(toks, i)
     if name is None:
-        return Parsed("other")
+        return None
     names = {name[2].lower() if not name[3] else name[2]}
     alias, i = _alias(toks, i)
     if alias:
         names.add(alias)
+    return name, names, i
+
+
+def _where(toks, words, i: int) -> list | None:
+    """The WHERE clause at ``i`` (empty when there is none); None for ``WHERE CURRENT OF`` (a
+    cursor's row, which the text does not name)."""
+    if i >= len(words) or words[i] != "where":
+        return []
+    where, _ = _clauses(toks, i + 1, ("returning", "order", "limit"))
+    return None if [_low(t) for t in where][:2] == ["current", "of"] else where
+
+
+def _update(toks, words) -> Parsed:
+    got = _target(toks, words, 1)
+    if got is None:
+        return Parsed("other")
+    name, names, i = got
     if i >= len(words) or words[i] != "set":
         return Parsed("other")  # a multi-table UPDATE
     body, i = _clauses(toks, i + 1, ("where", "returning", "from", "order", "limit"))
     sets = _assigned(body)
     if sets is None or (i < len(words) and words[i] == "from"):
         return Parsed("other")
-    where: list = []
-    if i < len(words) and words[i] == "where":
-        where, i = _clauses(toks, i + 1, ("returning", "order", "limit"))
-        if [w for w in (_low(t) for t in where)][:2] == ["current", "of"]:
-            return Parsed("other")
+    where = _where(toks, words, i)
+    if where is None:
+        return Parsed("other")
     return Parsed("update", tables=(name,), writes=True, eq=_eq_terms(where, names), sets=tuple(sets))
 
 
 def _delete(toks, words) -> Parsed:
     if words[1:2] != ["from"]:
         return Parsed("other")
-    i = 2
-    if i < len(words) and words[i] == "only":
-        i += 1
-    name, i = _name(toks, i)
-    if name is None:
+    got = _target(toks, words, 2)
+    if got is None:
         return Parsed("other")
-    names = {name[2].lower() if not name[3] else name[2]}
-    alias, i = _alias(toks, i)
-    if alias:
-        names.add(alias)
+    name, names, i = got
     if i < len(words) and words[i] == "using":
         return Parsed("other")
-    where: list = []
-    if i < len(words) and words[i] == "where":
-        where, i = _clauses(toks, i + 1, ("returning", "order", "limit"))
-        if [_low(t) for t in where][:2] == ["current", "of"]:
-            return Parsed("other")
+    where = _where(toks, words, i)
+    if where is None:
+        return Parsed("other")
     return Parsed("delete", tables=(name,), writes=True, eq=_eq_terms(where, names))
 
 
