@@ -396,15 +396,17 @@ class DescriptorScan:
             fd = int(name)
             if fd in allowed:
                 continue
-            # What a descriptor names is read again only when it stands for another file or socket
-            # than at the last scan: fstat is one system call on the descriptor, reading the link a
-            # path walk through /proc, and a serial run scans at every step.
+            # A socket's or pipe's link is read again only when the descriptor stands for another
+            # one than at the last scan: fstat is one system call on the descriptor, reading the
+            # link a path walk through /proc, and a serial run scans at every step. Their inode
+            # numbers come from a counter; a file's can be reused by the next file made, so a
+            # file's link is always read (what it names decides whether it is the run's own).
             try:
                 st = os.fstat(fd)
             except OSError:
                 continue  # closed since the listing
             ident = (st.st_dev, st.st_ino)
-            hit = self._links.get(fd)
+            hit = None if stat.S_ISREG(st.st_mode) else self._links.get(fd)
             if hit is not None and hit[0] == ident:
                 link = hit[1]
             else:
