@@ -283,21 +283,21 @@ def test_a_connection_two_agents_use_is_the_whole_database():
         def stop_with(self, err):
             self.stopped = err
     run, conn, ctl = dep._Run(), object(), Ctl()
-    dep._local.agent = SimpleNamespace(name="A")
+    dep._local.maker = SimpleNamespace(name="A")
     st = dep._claim(ctl, run, conn)
     assert st is not None and dep._issued(st, Footprint()) is not None and st.inflight == "A"
     st.inflight = None  # A's statement ran
-    dep._local.agent = SimpleNamespace(name="B")
+    dep._local.maker = SimpleNamespace(name="B")
     assert dep._claim(ctl, run, conn) is None  # shared now: the whole database
-    dep._local.agent = SimpleNamespace(name="A")
+    dep._local.maker = SimpleNamespace(name="A")
     assert dep._claim(ctl, run, conn) is None
     run2 = dep._Run()
     dep._issued(dep._claim(ctl, run2, conn), Footprint())  # A's waits
-    dep._local.agent = SimpleNamespace(name="B")
+    dep._local.maker = SimpleNamespace(name="B")
     with pytest.raises(Unverifiable, match="one database connection at once"):
         dep._claim(ctl, run2, conn)
     assert ctl.stopped is not None
-    dep._local.agent = None
+    dep._local.maker = None
 
 
 def test_mariadb_read_view_and_no_keys():

@@ -914,10 +914,13 @@ def _here():
     if run is None:
         run = _runs[ctl] = _Run()
     run.agents.add(me[1].name)
-    _local.agent = me[1]
+    _local.maker = me[1]
     return ctl, run
 
 
+# The agent whose step's footprint this thread made last (set by _here, read by _asking and _claim
+# in the same call): a note of this module's, not the harness's binding of threads to agents,
+# which only the controller writes (controller.act_for).
 _local = threading.local()
 
 
@@ -927,7 +930,7 @@ def _asking():
     controller takes an agent that sleeps outside any call for a quarter of a second for one
     waiting on something it does not control, and a loaded server can take that long. Marked as
     the wait for a worker is; the step limit still holds."""
-    agent = getattr(_local, "agent", None)
+    agent = getattr(_local, "maker", None)
     was = getattr(agent, "handoff_wait", None)
     if agent is not None:
         agent.handoff_wait = True
@@ -952,7 +955,7 @@ def _claim(ctl, run: _Run, conn) -> _Conn | None:
     whole database from then on; if the other agent's statement on it waits with a finer
     footprint, the run is unverifiable (that footprint may no longer hold)."""
     st = _state(run, conn)
-    me = getattr(getattr(_local, "agent", None), "name", None)
+    me = getattr(getattr(_local, "maker", None), "name", None)
     if st.owner is None:
         st.owner = me
     elif st.owner != me:
