@@ -519,7 +519,8 @@ def test_dpor_reaches_every_outcome_of_the_full_search_on_generated_programs():
     agent = st.tuples(st.booleans(), st.lists(op, min_size=1, max_size=3).map(tuple))
     programs = st.lists(agent, min_size=2, max_size=3).map(lambda ps: dict(zip("ABC", ps)))
 
-    @settings(max_examples=25, deadline=None, database=None, derandomize=True)
+    # 15 programs (derandomized: the same ones every run) at about 3 s each; 25 took 86 s of CI
+    @settings(max_examples=15, deadline=None, database=None, derandomize=True)
     @given(programs, st.integers(0, 2))
     def check(progs, bound):
         full = _everything(lambda: _Files(progs), "ops", bound, reduce=False)

@@ -555,11 +555,12 @@ TWO_TABLES = "create table a (id int primary key, v int);\ncreate table b (id in
              "insert into a values (1, 0);\ninsert into b values (1, 0)"
 
 PROGRAMS = {
-    # A writes a, B writes b, R reads a: B's statements commute with everything else.
+    # A writes a, B writes b, R reads a: B's statements commute with everything else. R reads once:
+    # a read between A's two updates (1) is the outcome only an interleaving gives.
     "unlinked": (TWO_TABLES, {
         "A": ["update a set v = v + 1 where v >= 0", "update a set v = v + 10 where v >= 0"],
         "B": ["update b set v = v + 1 where v >= 0", "update b set v = v + 10 where v >= 0"],
-        "R": ["select v from a", "select v from a"]}),
+        "R": ["select v from a"]}),
     # A trigger on items writes tally, which R reads: A's inserts name no table R names.
     "trigger": ("create table items (x int);\ncreate table tally (n int);\ninsert into tally values (0);\n"
                 "create function count_it() returns trigger language plpgsql as "
@@ -579,11 +580,11 @@ PROGRAMS = {
                 "insert into parent values (1);\ninsert into child values (1, 1), (2, 1)", {
                     "A": ["delete from parent where id = 1"],
                     "R": ["select count(*) from child", "select count(*) from child"]}),
-    # Two keys of one table, each updated twice by its agent.
+    # Two keys of one table, each updated twice by its agent; R reads A's key once (0, 1 or 10).
     "different-keys": ("create table kv (id int primary key, v int);\ninsert into kv values (1, 0), (2, 0)", {
         "A": [("update kv set v = v + 1 where id = %s", (1,)), ("update kv set v = v * 10 where id = %s", (1,))],
         "B": [("update kv set v = v + 2 where id = %s", (2,)), ("update kv set v = v * 10 where id = %s", (2,))],
-        "R": [("select v from kv where id = %s", (1,)), ("select v from kv where id = %s", (1,))]}),
+        "R": [("select v from kv where id = %s", (1,))]}),
     "same-key": ("create table kv (id int primary key, v int);\ninsert into kv values (1, 0), (2, 0)", {
         "A": [("update kv set v = v + 1 where id = %s", (1,)), ("update kv set v = v * 10 where id = %s", (1,))],
         "B": [("update kv set v = v + 2 where id = %s", (1,)), ("update kv set v = v * 10 where id = %s", (1,))]}),
@@ -687,4 +688,6 @@ MY_PROGRAMS = {
 @pytest.mark.parametrize("name", ["gap-lock", "unlinked"])
 def test_the_reduced_search_reaches_every_outcome_of_the_full_one_on_mariadb(name, mysql_dsn):
     ddl, agents = MY_PROGRAMS[name]
-    _sound(_make(name, ddl, agents, "my"), name)
+    # unlinked: each of its outcomes (R reads 0, 1 or 11) takes at most one preemption, and its full
+    # search at two is 92 runs of MariaDB (16 s) against 30
+    _sound(_make(name, ddl, agents, "my"), name, bound=1 if name == "unlinked" else 2)

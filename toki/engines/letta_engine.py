@@ -79,9 +79,12 @@ from toki.errors import ConfigError
 from toki.harness.engine import Detector, Scenario
 
 PIN = "0.16.8"
+# pip 23.2 (Python 3.11's bundled pip) stops on Letta's dependency tree with "Internal issue: Candidate
+# is not for this requirement lxml[html-clean,html-clean]" (justext and readability-lxml spell the extra
+# two ways); a current pip resolves it, so the command upgrades pip first.
 EXTRA_FIX = ("pip install 'toki[letta]' in an environment of its own (letta 0.16.8 pins openai, protobuf and "
              "opentelemetry below toki[engines]'s): python -m venv .venv-letta && .venv-letta/bin/pip install "
-             "-e '.[test,letta]'")
+             "-q -U pip && .venv-letta/bin/pip install -e '.[test,letta]'")
 
 _import_lock = threading.Lock()
 _letta: dict[str, Any] = {}
