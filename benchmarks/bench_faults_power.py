@@ -1,6 +1,6 @@
 """What power-loss fault injection costs, and what it finds, per engine and case.
 
-    python benchmarks/bench_faults_power.py [--json PATH] [--engines a,b,...] [--repeat 1]
+    python benchmarks/bench_faults_power.py [--json PATH] [--engines a,b,...] [--heap-objects N]
 
 For each engine (shipped: AtomMem's model, atommem-atomic; plug-ins: the JSON store saved three
 ways, TinyDB from PyPI with its default storage and a durable one, AtomMem with durable saves) and
@@ -9,6 +9,10 @@ states (ALICE's model: every in-order prefix, one operation dropped while later 
 partial 4 KiB writes) and to reopen and judge each distinct one in a fresh process; crash states
 explored per second (judging only, and end to end); and the findings (lost acknowledged data,
 does not open, half-done). The figures in docs/faults.md come from this script.
+
+``--heap-objects N`` first allocates N small objects and keeps them, as a test runner's process
+that imported engines and ran other tests holds them: each crash state is judged in a process forked
+from this one, so what the child does in proportion to the parent's heap shows here.
 """
 
 from __future__ import annotations
@@ -72,7 +76,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default=None)
     ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--heap-objects", type=int, default=0)
     args = ap.parse_args()
+    held = [{"k": i, "v": [i]} for i in range(args.heap_objects // 2)]  # two objects an entry: a dict, a list
     rows = []
     t_all = time.perf_counter()
     for name in args.engines.split(","):
@@ -91,10 +97,12 @@ def main() -> None:
               f"unopenable {tot['unopenable']:3}  half-done {tot['half_done']:3}  "
               f"{tot['states_per_s']:6.1f} states/s judged, {tot['states_per_s_end_to_end']:6.1f} end to end",
               flush=True)
-    doc = {"engines": rows, "provenance": provenance(seed=0, options={"engines": args.engines},
+    doc = {"engines": rows, "provenance": provenance(seed=0, options={"engines": args.engines,
+                                                                               "heap_objects": args.heap_objects},
                                                      elapsed_s=round(time.perf_counter() - t_all, 3))}
     if args.json:
         Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+    del held
 
 
 if __name__ == "__main__":

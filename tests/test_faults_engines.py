@@ -132,3 +132,34 @@ def test_bad_options_exit_2(argv, problem):
     err = io.StringIO()
     assert main(["faults", *argv], out=io.StringIO(), err=err) == 2
     assert problem in err.getvalue()
+
+
+@pytest.mark.db
+def test_a_forked_fault_child_lets_go_of_every_connection_of_the_parent(toki_server):
+    """In the child, each psycopg connection of the parent, a subclass's too, is pointed at
+    /dev/null (found through its class rather than a walk over every object); the parent's own
+    connections stay usable."""
+    import os
+    import stat
+    import types
+
+    import psycopg
+
+    from toki.faults.child import in_child
+    from toki.faults.engines import forget_parent_connections
+
+    class Mine(psycopg.Connection):
+        pass
+
+    plain = psycopg.connect(toki_server.dsn, autocommit=True)
+    mine = Mine.connect(toki_server.dsn, autocommit=True)
+    try:
+        def child():
+            return [stat.S_ISCHR(os.fstat(c.pgconn.socket).st_mode) for c in (plain, mine)]
+
+        got = in_child(child, 30, before=lambda: forget_parent_connections(types.SimpleNamespace()))
+        assert got == ("ok", [True, True]), got
+        assert plain.execute("select 1").fetchone() == (1,) and mine.execute("select 2").fetchone() == (2,)
+    finally:
+        plain.close()
+        mine.close()

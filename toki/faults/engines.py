@@ -158,7 +158,17 @@ def forget_parent_connections(eng) -> None:
 
     devnull = os.open(os.devnull, os.O_RDWR)
     kinds = (psycopg.Connection, psycopg.AsyncConnection)
-    for obj in gc.get_objects():
+    classes, todo = [], list(kinds)
+    while todo:  # a user's subclass of a connection class too
+        c = todo.pop()
+        if c not in classes:
+            classes.append(c)
+            todo.extend(c.__subclasses__())
+    # The connections found through what refers to their classes (an instance of a Python class
+    # refers to it), not by a walk over every object: such a walk takes a new reference to each
+    # object, and in a forked child every reference count written copies its page from the parent
+    # (0.4 s a child at 10^6 objects against 0.06 s; one child per fault point).
+    for obj in gc.get_referrers(*classes):
         # type(), not isinstance(): isinstance reads obj.__class__, which some lazy proxies (openai's
         # module clients, loaded with graphiti) answer by importing their whole module tree, 4.5 s
         # in every forked child
